@@ -1,0 +1,11 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+    // Two cores: more workers than that only trade CPU between PGlite instances.
+    poolOptions: { forks: { maxForks: 2, minForks: 1 } },
+  },
+});
