@@ -1,0 +1,214 @@
+import { PGlite } from '@electric-sql/pglite';
+import pg from 'pg';
+
+/** The result of one statement: the rows it returned and how many rows it touched. */
+export interface QueryResult<Row> {
+  readonly rows: Row[];
+  readonly rowCount: number;
+}
+
+/** Anything that runs SQL: the pool, or one open transaction. */
+export interface Sql {
+  query<Row = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<QueryResult<Row>>;
+  /** Runs a script of several statements without parameters (migrations). */
+  exec(text: string): Promise<void>;
+}
+
+export interface Database extends Sql {
+  readonly kind: 'pglite' | 'postgres';
+  /** Runs `work` in one transaction: committed when it resolves, rolled back when it throws. */
+  transaction<T>(work: (tx: Sql) => Promise<T>): Promise<T>;
+  /** A session of its own for leader election (see LockSession); the caller closes it. */
+  openLockSession(): Promise<LockSession>;
+  close(): Promise<void>;
+}
+
+/**
+ * A database session kept open on purpose, because a session-level advisory lock lives exactly
+ * as long as its session: when the process or its connection dies, the lock is released by the
+ * server and a standby can take it. On PostgreSQL it is a dedicated connection outside the pool;
+ * on PGlite (one connection per process) the locks are kept in memory between the sessions of
+ * one database, which is the same guarantee within the only process that can open it.
+ */
+export interface LockSession {
+  /** pg_try_advisory_lock on this session for `name` (scoped to the current schema). */
+  tryLock(name: string): Promise<boolean>;
+  /** False once the session has ended (closed, or its connection lost): its locks are gone. */
+  alive(): Promise<boolean>;
+  /** Ends the session, releasing its locks. */
+  close(): Promise<void>;
+}
+
+const INT8_OID = 20;
+const connectionsMax = 20;
+/**
+ * How long a request waits for a new connection. Without it a connect into a network partition
+ * (SYN answered by nothing) waits forever and so does the request that needs it.
+ */
+const connectTimeoutMs = 5_000;
+
+/**
+ * `postgres://…` opens a pool on that server; `memory://` an in-memory PGlite; unset, a PGlite
+ * in `dataDir`. int8 columns come back as bigint on both, so money never passes through a float.
+ */
+export async function openDatabase(databaseUrl: string | undefined, dataDir: string): Promise<Database> {
+  if (databaseUrl?.startsWith('postgres://') || databaseUrl?.startsWith('postgresql://')) {
+    return openPostgres(databaseUrl);
+  }
+  if (databaseUrl !== undefined && databaseUrl !== '' && databaseUrl !== 'memory://') {
+    throw new Error(`DATABASE_URL must start with postgres://, postgresql:// or memory:// (got a different scheme)`);
+  }
+  return openPglite(databaseUrl === 'memory://' ? undefined : dataDir);
+}
+
+const pgTypes = {
+  getTypeParser: (oid: number, format?: string) =>
+    oid === INT8_OID ? (value: string) => BigInt(value) : pg.types.getTypeParser(oid, format as 'text'),
+};
+
+/**
+ * One bigint key from the schema and the name: deployments that share a server in separate
+ * schemas do not block each other, and the two-key space stays the payer locks'.
+ */
+const TRY_LOCK_SQL = "SELECT pg_try_advisory_lock(hashtextextended(current_schema() || '/' || $1, 0)) AS locked";
+
+async function openPostgresLockSession(connectionString: string): Promise<LockSession> {
+  // keepAlive: a leader whose server vanished without a FIN notices it and stops leading.
+  const client = new pg.Client({ connectionString, keepAlive: true, types: pgTypes });
+  let ended = false;
+  client.on('error', () => {
+    ended = true;
+  });
+  client.on('end', () => {
+    ended = true;
+  });
+  await client.connect();
+  return {
+    async tryLock(name) {
+      const { rows } = await client.query<{ locked: boolean }>(TRY_LOCK_SQL, [name]);
+      return rows[0]?.locked === true;
+    },
+    async alive() {
+      if (ended) return false;
+      try {
+        await client.query('SELECT 1');
+        return true;
+      } catch {
+        ended = true;
+        return false;
+      }
+    },
+    async close() {
+      if (ended) return;
+      ended = true;
+      await client.end().catch(() => {});
+    },
+  };
+}
+
+function openPostgres(connectionString: string): Database {
+  const pool = new pg.Pool({
+    connectionString,
+    max: connectionsMax,
+    connectionTimeoutMillis: connectTimeoutMs,
+    // A server that vanished without a FIN is noticed on idle and busy connections alike.
+    keepAlive: true,
+    types: pgTypes,
+  });
+  // An idle client that loses its server (restart, failover) must not crash the process.
+  pool.on('error', () => {});
+  const run = async <Row>(client: pg.Pool | pg.PoolClient, text: string, params?: readonly unknown[]) => {
+    const result = await client.query(text, params as unknown[] | undefined);
+    return { rows: result.rows as Row[], rowCount: result.rowCount ?? 0 };
+  };
+  return {
+    kind: 'postgres',
+    query: (text, params) => run(pool, text, params),
+    exec: async (text) => {
+      await pool.query(text);
+    },
+    async transaction(work) {
+      const client = await pool.connect();
+      // pg-pool removes its error listener while a client is checked out: a connection lost
+      // between two statements of this transaction would be an uncaught exception that ends the
+      // process. Kept here instead; the next statement fails, and the client is discarded.
+      let lost: Error | undefined;
+      const onLost = (error: Error) => {
+        lost = error;
+      };
+      client.on('error', onLost);
+      try {
+        await client.query('BEGIN');
+        const result = await work({
+          query: (text, params) => run(client, text, params),
+          exec: async (text) => {
+            await client.query(text);
+          },
+        });
+        await client.query('COMMIT');
+        return result;
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => {});
+        throw error;
+      } finally {
+        client.off('error', onLost);
+        client.release(lost);
+      }
+    },
+    openLockSession: () => openPostgresLockSession(connectionString),
+    close: () => pool.end(),
+  };
+}
+
+async function openPglite(dataDir: string | undefined): Promise<Database> {
+  const db = await PGlite.create({
+    ...(dataDir === undefined ? {} : { dataDir }),
+    parsers: { [INT8_OID]: (value: string) => BigInt(value) },
+  });
+  const run = async <Row>(client: Pick<PGlite, 'query'>, text: string, params?: readonly unknown[]) => {
+    const result = await client.query<Row>(text, params as unknown[] | undefined);
+    // PGlite reports affectedRows only for writes; a SELECT counts its rows, as pg does.
+    return { rows: result.rows, rowCount: Math.max(result.affectedRows ?? 0, result.rows.length) };
+  };
+  const exec = async (client: Pick<PGlite, 'exec'>, text: string) => {
+    await client.exec(text);
+  };
+  const lockHolders = new Map<string, object>();
+  let closed = false;
+  return {
+    kind: 'pglite',
+    query: (text, params) => run(db, text, params),
+    exec: (text) => exec(db, text),
+    transaction: (work) =>
+      db.transaction((tx) => work({ query: (text, params) => run(tx, text, params), exec: (text) => exec(tx, text) })),
+    openLockSession: async () => openPgliteLockSession(lockHolders, () => closed),
+    close: async () => {
+      closed = true;
+      await db.close();
+    },
+  };
+}
+
+/**
+ * The single PGlite connection would grant pg_try_advisory_lock to every caller (advisory locks
+ * are re-entrant within a session), so the holders are tracked here instead.
+ */
+function openPgliteLockSession(holders: Map<string, object>, databaseClosed: () => boolean): LockSession {
+  const session = {};
+  let ended = false;
+  const isAlive = () => !ended && !databaseClosed();
+  return {
+    async tryLock(name) {
+      if (!isAlive()) throw new Error('lock session is closed');
+      const holder = holders.get(name);
+      if (holder !== undefined && holder !== session) return false;
+      holders.set(name, session);
+      return true;
+    },
+    alive: async () => isAlive(),
+    async close() {
+      ended = true;
+      for (const [name, holder] of holders) if (holder === session) holders.delete(name);
+    },
+  };
+}

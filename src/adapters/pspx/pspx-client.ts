@@ -1,0 +1,289 @@
+/**
+ * The PSPX provider behind one interface whose business outcomes are values, never exceptions
+ * (Medusa-style provider adapter). docs/PSPX.md is the long form of the wire contract below.
+ *
+ * Wire contract (JSON over HTTP, amounts are decimal strings of satang):
+ *
+ *   POST /v1/wallets                      Idempotency-Key: <key>   body: customer data
+ *        200 {walletId}                   the same key always names the same wallet
+ *        422 {reason}                     the provider refuses the customer data
+ *   POST /v1/payouts/{intentId}/inquiry   body: {amount, currency, receiverType, receiverAccount, receiverBank?}
+ *        200 {result: 'OK', inquiryRef} | {result: 'REJECTED', reason}
+ *        409 {reason}                     the intent id was already inquired with other parameters
+ *   POST /v1/payouts/{intentId}/confirm   body: {inquiryRef}
+ *        200 {result: 'COMPLETED', settlementDate: 'YYYYMMDD'} | {result: 'PENDING'} | {result: 'REJECTED', reason}
+ *   GET  /v1/payouts/{intentId}
+ *        200 {status: 'COMPLETED', settlementDate} | {status: 'PENDING'} | {status: 'FAILED', reason}
+ *        404                              the provider never received a confirm for the intent
+ *   GET  /v1/partner/balance              200 {balance: '<satang>'}
+ *
+ * Every payout call is idempotent on the intent id: the provider answers a repeated call with the
+ * outcome of the first and pays at most once. 5xx, time-outs and network errors are `unknown`.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export type ReceiverType = 'MSISDN' | 'NATID' | 'EWALLETID' | 'BANKAC' | 'BILLERID';
+
+export interface Receiver {
+  readonly receiverType: ReceiverType;
+  readonly receiverAccount: string;
+  readonly receiverBank?: string;
+}
+
+export interface WalletCustomer {
+  readonly externalUserId: string;
+  readonly customerEnglishName: string;
+  readonly senderTaxId: string;
+  readonly senderAccountName: string;
+  readonly senderMobileNumber?: string;
+  readonly documentExpiry: string;
+  readonly dateOfBirth: string;
+  readonly phoneNumber: string;
+  readonly nationality: string;
+  readonly address: string;
+}
+
+/**
+ * Why an answer is unknown. `circuit_open` alone guarantees the request was never sent; after the
+ * others the provider may or may not have acted, so a confirm must be settled by statusInquiry.
+ */
+export type UnknownCause = 'timeout' | 'network' | 'http_5xx' | 'bad_response' | 'circuit_open';
+export type Unknown = { readonly kind: 'unknown'; readonly cause: UnknownCause; readonly detail: string };
+export type Rejected = { readonly kind: 'rejected'; readonly reason: string };
+
+export type RegisterWalletResult = { readonly kind: 'registered'; readonly walletId: string } | Rejected | Unknown;
+export type InquiryResult = { readonly kind: 'ok'; readonly inquiryRef: string } | Rejected | Unknown;
+export type ConfirmResult =
+  | { readonly kind: 'completed'; readonly settlementDate: string }
+  | { readonly kind: 'pending' }
+  | Rejected
+  | Unknown;
+export type StatusResult =
+  | { readonly kind: 'completed'; readonly settlementDate: string }
+  | { readonly kind: 'pending' }
+  | { readonly kind: 'failed'; readonly reason: string }
+  /** No confirm ever reached the provider: nothing was paid. */
+  | { readonly kind: 'not_found' }
+  | Unknown;
+export type BalanceResult = { readonly kind: 'ok'; readonly balance: bigint } | Unknown;
+
+export interface PspxClient {
+  /** Idempotent on `idempotencyKey`: a repeated call names the wallet of the first. */
+  registerWallet(idempotencyKey: string, customer: WalletCustomer): Promise<RegisterWalletResult>;
+  inquiry(intentId: string, amount: bigint, receiver: Receiver): Promise<InquiryResult>;
+  /** Sent once: an unknown answer is resolved with statusInquiry, never by sending it again (DECISIONS §3). */
+  confirm(intentId: string, inquiryRef: string): Promise<ConfirmResult>;
+  statusInquiry(intentId: string): Promise<StatusResult>;
+  partnerBalance(): Promise<BalanceResult>;
+}
+
+export interface PspxClientOptions {
+  readonly baseUrl: string;
+  /** Per attempt, not per call. */
+  readonly timeoutMs?: number;
+  /** Attempts of the calls that are safe to repeat (all but confirm). */
+  readonly attemptsMax?: number;
+  /** Confirm attempts; 1 keeps the "never a second confirm" rule even though the provider is idempotent. */
+  readonly confirmAttemptsMax?: number;
+  readonly backoffBaseMs?: number;
+  readonly backoffCapMs?: number;
+  /** Consecutive failed attempts that open the breaker. */
+  readonly breakerFailuresMax?: number;
+  readonly breakerCooldownMs?: number;
+  readonly now?: () => number;
+  readonly random?: () => number;
+}
+
+export const PSPX_DEFAULTS = {
+  timeoutMs: 3000,
+  attemptsMax: 3,
+  confirmAttemptsMax: 1,
+  backoffBaseMs: 100,
+  backoffCapMs: 2000,
+  breakerFailuresMax: 5,
+  breakerCooldownMs: 10_000,
+} as const;
+
+/**
+ * closed → (failuresMax consecutive failures) → open → (cooldownMs) → half-open: one trial call;
+ * its success closes, its failure opens again. Written here because opossum wraps throwing
+ * functions and fires its own timers, while our outcomes are values and time-outs are per fetch.
+ */
+export class CircuitBreaker {
+  private failures = 0;
+  private openedAtMs: number | null = null;
+  private trialInFlight = false;
+
+  constructor(
+    private readonly failuresMax: number,
+    private readonly cooldownMs: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  get state(): 'closed' | 'open' | 'half-open' {
+    if (this.openedAtMs === null) return 'closed';
+    return this.now() - this.openedAtMs >= this.cooldownMs ? 'half-open' : 'open';
+  }
+
+  /** True when a request may go out now; in half-open only one trial at a time. */
+  tryAcquire(): boolean {
+    const state = this.state;
+    if (state === 'closed') return true;
+    if (state === 'open' || this.trialInFlight) return false;
+    this.trialInFlight = true;
+    return true;
+  }
+
+  onSuccess(): void {
+    this.failures = 0;
+    this.openedAtMs = null;
+    this.trialInFlight = false;
+  }
+
+  onFailure(): void {
+    this.failures += 1;
+    const wasTrial = this.trialInFlight;
+    this.trialInFlight = false;
+    if (wasTrial || this.failures >= this.failuresMax) this.openedAtMs = this.now();
+  }
+}
+
+type Attempt = { readonly kind: 'answer'; readonly status: number; readonly body: Record<string, unknown> } | Unknown;
+
+const unknown = (cause: UnknownCause, detail: string): Unknown => ({ kind: 'unknown', cause, detail });
+
+export class HttpPspxClient implements PspxClient {
+  readonly breaker: CircuitBreaker;
+  private readonly baseUrl: string;
+  private readonly settings: Required<Omit<PspxClientOptions, 'baseUrl' | 'now'>>;
+
+  constructor(options: PspxClientOptions) {
+    this.baseUrl = options.baseUrl.replace(/\/+$/, '');
+    this.settings = { ...PSPX_DEFAULTS, random: Math.random, ...stripUndefined(options) };
+    this.breaker = new CircuitBreaker(this.settings.breakerFailuresMax, this.settings.breakerCooldownMs, options.now ?? Date.now);
+  }
+
+  async registerWallet(idempotencyKey: string, customer: WalletCustomer): Promise<RegisterWalletResult> {
+    const answer = await this.call('POST', '/v1/wallets', customer, this.settings.attemptsMax, { 'idempotency-key': idempotencyKey });
+    if (answer.kind === 'unknown') return answer;
+    if (answer.status === 200 && typeof answer.body.walletId === 'string') return { kind: 'registered', walletId: answer.body.walletId };
+    if (answer.status === 422) return { kind: 'rejected', reason: reasonOf(answer.body) };
+    return unexpected(answer);
+  }
+
+  async inquiry(intentId: string, amount: bigint, receiver: Receiver): Promise<InquiryResult> {
+    const body = { amount: amount.toString(), currency: 'THB', ...receiver };
+    const answer = await this.call('POST', `/v1/payouts/${encodeURIComponent(intentId)}/inquiry`, body, this.settings.attemptsMax);
+    if (answer.kind === 'unknown') return answer;
+    if (answer.status === 409) return { kind: 'rejected', reason: reasonOf(answer.body) };
+    if (answer.status !== 200) return unexpected(answer);
+    if (answer.body.result === 'OK' && typeof answer.body.inquiryRef === 'string') return { kind: 'ok', inquiryRef: answer.body.inquiryRef };
+    if (answer.body.result === 'REJECTED') return { kind: 'rejected', reason: reasonOf(answer.body) };
+    return unexpected(answer);
+  }
+
+  async confirm(intentId: string, inquiryRef: string): Promise<ConfirmResult> {
+    const path = `/v1/payouts/${encodeURIComponent(intentId)}/confirm`;
+    const answer = await this.call('POST', path, { inquiryRef }, this.settings.confirmAttemptsMax);
+    if (answer.kind === 'unknown') return answer;
+    if (answer.status !== 200) return unexpected(answer);
+    const { result, settlementDate } = answer.body;
+    if (result === 'COMPLETED' && isSettlementDate(settlementDate)) return { kind: 'completed', settlementDate };
+    if (result === 'PENDING') return { kind: 'pending' };
+    if (result === 'REJECTED') return { kind: 'rejected', reason: reasonOf(answer.body) };
+    return unexpected(answer);
+  }
+
+  async statusInquiry(intentId: string): Promise<StatusResult> {
+    const answer = await this.call('GET', `/v1/payouts/${encodeURIComponent(intentId)}`, undefined, this.settings.attemptsMax);
+    if (answer.kind === 'unknown') return answer;
+    if (answer.status === 404) return { kind: 'not_found' };
+    if (answer.status !== 200) return unexpected(answer);
+    const { status, settlementDate } = answer.body;
+    if (status === 'COMPLETED' && isSettlementDate(settlementDate)) return { kind: 'completed', settlementDate };
+    if (status === 'PENDING') return { kind: 'pending' };
+    if (status === 'FAILED') return { kind: 'failed', reason: reasonOf(answer.body) };
+    return unexpected(answer);
+  }
+
+  async partnerBalance(): Promise<BalanceResult> {
+    const answer = await this.call('GET', '/v1/partner/balance', undefined, this.settings.attemptsMax);
+    if (answer.kind === 'unknown') return answer;
+    const { balance } = answer.body;
+    if (answer.status === 200 && typeof balance === 'string' && /^-?[0-9]{1,30}$/.test(balance)) return { kind: 'ok', balance: BigInt(balance) };
+    return unexpected(answer);
+  }
+
+  /** Retries only `unknown` attempts (never an answer), with full-jitter exponential backoff. */
+  private async call(method: 'GET' | 'POST', path: string, body: unknown, attemptsMax: number, headers: Record<string, string> = {}): Promise<Attempt> {
+    let last: Attempt = unknown('network', 'no attempt made');
+    for (let attempt = 0; attempt < attemptsMax; attempt += 1) {
+      if (attempt > 0) await sleep(this.backoffMs(attempt));
+      if (!this.breaker.tryAcquire()) return unknown('circuit_open', `PSPX circuit open; ${path} not sent`);
+      last = await this.attempt(method, path, body, headers);
+      if (last.kind === 'answer') {
+        this.breaker.onSuccess();
+        return last;
+      }
+      this.breaker.onFailure();
+    }
+    return last;
+  }
+
+  private backoffMs(attempt: number): number {
+    const ceilingMs = Math.min(this.settings.backoffCapMs, this.settings.backoffBaseMs * 2 ** (attempt - 1));
+    return Math.floor(this.settings.random() * ceilingMs);
+  }
+
+  private async attempt(method: 'GET' | 'POST', path: string, body: unknown, headers: Record<string, string>): Promise<Attempt> {
+    let response: Response;
+    try {
+      response = await fetch(`${this.baseUrl}${path}`, {
+        method,
+        headers: { accept: 'application/json', ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        signal: AbortSignal.timeout(this.settings.timeoutMs),
+      });
+    } catch (error) {
+      const name = error instanceof Error ? error.name : '';
+      if (name === 'TimeoutError' || name === 'AbortError') return unknown('timeout', `${method} ${path} exceeded ${this.settings.timeoutMs} ms`);
+      return unknown('network', `${method} ${path}: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    // The body is read under the same time-out: a provider that stalls mid-body is as unknown as one that never answers.
+    let text: string;
+    try {
+      text = await response.text();
+    } catch {
+      return unknown('timeout', `${method} ${path}: body not received within ${this.settings.timeoutMs} ms`);
+    }
+    if (response.status >= 500) return unknown('http_5xx', `${method} ${path} answered ${response.status}`);
+    const parsed = parseObject(text);
+    if (parsed === null) return unknown('bad_response', `${method} ${path} answered ${response.status} without a JSON object`);
+    return { kind: 'answer', status: response.status, body: parsed };
+  }
+}
+
+export function createPspxClient(options: PspxClientOptions): HttpPspxClient {
+  return new HttpPspxClient(options);
+}
+
+function stripUndefined<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+function parseObject(text: string): Record<string, unknown> | null {
+  try {
+    const value: unknown = JSON.parse(text);
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
+}
+
+const reasonOf = (body: Record<string, unknown>) => (typeof body.reason === 'string' ? body.reason : 'unspecified');
+
+const isSettlementDate = (value: unknown): value is string => typeof value === 'string' && /^[0-9]{8}$/.test(value);
+
+/** An answer outside the contract: the provider's state is not known from it. */
+const unexpected = (answer: { status: number; body: Record<string, unknown> }): Unknown =>
+  unknown('bad_response', `unexpected answer ${answer.status} ${JSON.stringify(answer.body).slice(0, 200)}`);
