@@ -1,0 +1,92 @@
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import type { Broker } from './adapters/broker.js';
+import type { Database } from './adapters/database.js';
+import type { Config } from './config.js';
+import type { Ledger } from './ledger/ledger.js';
+import type { PspxClient } from './adapters/pspx/pspx-client.js';
+import { createMetrics, type Metrics, timedLedger } from './adapters/metrics.js';
+import { adminIntentRoutes } from './http/routes/admin-intents.js';
+import { adminResolveRoutes } from './http/routes/admin-resolve.js';
+import { intentStreamRoutes } from './http/routes/intent-stream.js';
+import { metricsRoutes } from './http/routes/metrics.js';
+import { consoleRoutes } from './http/routes/console.js';
+import { BODY_LIMIT_BYTES, registerAuth } from './http/plugins/auth.js';
+import { frameworkErrors, registerErrorHandling } from './http/plugins/errors.js';
+import { registerOpenApi } from './http/plugins/openapi.js';
+import { accountRoutes } from './http/routes/accounts.js';
+import { adminRoutes } from './http/routes/admin.js';
+import { adminAuditRoutes } from './http/routes/admin-audit.js';
+import type { ReloadSecrets } from './http/routes/admin-system.js';
+import { policyRoutes } from './http/routes/policies.js';
+import { feeDryRunRoutes } from './http/routes/fee-dry-run.js';
+import { intentRoutes } from './http/routes/intents.js';
+import { invoiceRoutes } from './http/routes/invoices.js';
+import type { FeeEngine } from './domain/fees/index.js';
+import { PayerLocks } from './domain/intents/payer-locks.js';
+import { StatusPublisher } from './domain/intents/status-publisher.js';
+import { pspxWalletRoutes } from './http/routes/pspx-wallets.js';
+import { healthRoutes, startEventLoopMonitor } from './http/routes/health.js';
+import { createValidatorCompiler } from './http/validation.js';
+import { VERSION } from './version.js';
+import { ConfigCache } from './domain/config-cache.js';
+
+export interface AppDeps {
+  readonly config: Config;
+  readonly db: Database;
+  readonly ledger: Ledger;
+  readonly broker: Broker;
+  readonly pspx: PspxClient;
+  readonly fees: FeeEngine;
+  /** Read per request, so that a reload of CONFIG_FILE rotates secrets without a restart. */
+  readonly secrets: () => ReadonlyMap<string, readonly string[]>;
+  /** Re-reads CONFIG_FILE's secrets (POST /admin/config/reload); returns the number of services. Absent: that route answers 503. */
+  readonly reloadSecrets?: ReloadSecrets;
+  readonly logger?: FastifyServerOptions['logger'];
+  /** Shared with the workers of the process (main.ts); one is made per app when absent. */
+  readonly metrics?: Metrics;
+}
+
+/** Builds the HTTP application; never listens (main.ts and tests decide that). */
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: deps.logger ?? false,
+    bodyLimit: BODY_LIMIT_BYTES,
+    // The intent id is the trace id of payment log lines; requests get their own id until then.
+    requestIdHeader: false,
+    frameworkErrors,
+  });
+  app.setValidatorCompiler(createValidatorCompiler());
+  registerErrorHandling(app, deps.config.production);
+  // One per app: every request checks it against the database's config version (config-cache.ts).
+  const configCache = new ConfigCache(deps.db);
+  registerAuth(app, { sql: deps.db, config: configCache, secrets: deps.secrets, adminToken: deps.config.adminToken });
+  await registerOpenApi(app, VERSION);
+  const metrics = deps.metrics ?? createMetrics({ sql: deps.db });
+  metricsRoutes(app, { metrics, token: deps.config.metricsToken });
+
+  const monitor = startEventLoopMonitor();
+  app.addHook('onClose', async () => monitor.stop());
+
+  healthRoutes(app, { sql: deps.db, ledger: deps.ledger, version: VERSION, eventLoopDelayMs: monitor.delayMs });
+  accountRoutes(app, { db: deps.db, ledger: deps.ledger });
+  policyRoutes(app, { db: deps.db });
+  await adminRoutes(app, { db: deps.db, feeEngine: deps.fees, reloadSecrets: deps.reloadSecrets });
+  const intentDeps = {
+    db: deps.db,
+    ledger: timedLedger(deps.ledger, metrics),
+    fees: deps.fees,
+    publisher: new StatusPublisher(deps.broker, app.log),
+    locks: new PayerLocks(),
+    settings: deps.config,
+  };
+  intentRoutes(app, intentDeps);
+  invoiceRoutes(app, intentDeps);
+  feeDryRunRoutes(app, { fees: deps.fees });
+  pspxWalletRoutes(app, { db: deps.db, pspx: deps.pspx });
+  adminAuditRoutes(app, { db: deps.db });
+  intentStreamRoutes(app, { db: deps.db, broker: deps.broker, openStreams: metrics.liveStreams });
+  adminIntentRoutes(app, { db: deps.db });
+  adminResolveRoutes(app, { db: deps.db, publisher: intentDeps.publisher });
+  await consoleRoutes(app, { db: deps.db, ledger: deps.ledger });
+  return app;
+}

@@ -1,0 +1,118 @@
+import { openDatabase } from '../adapters/database.js';
+import { migrate } from '../adapters/migrations.js';
+import { loadConfig } from '../config.js';
+import { startService } from '../main.js';
+import { accountsCommand } from './account-commands.js';
+import { adminCommand } from './admin-commands.js';
+import { auditCommand } from './audit-command.js';
+import { callCommand } from './call-command.js';
+import { type CliIo, EXIT, processIo, UsageError } from './cli-io.js';
+import { intentsCommand, quoteCommand } from './intent-commands.js';
+import { policiesCommand } from './policy-commands.js';
+
+export { type CliIo, EXIT, processIo } from './cli-io.js';
+
+const USAGE = `payorch: payment orchestration service
+
+Usage:
+  payorch serve                         run the API and the workers (what npm start runs)
+  payorch migrate                       apply the SQL migrations to DATABASE_URL (or the embedded database)
+  payorch call METHOD PATH [BODY]       sign any request and print the answer as is
+
+  payorch intents create [BODY] --user N --type T --amount N [--recipient N] [--currency C]
+                         [--from-account NAME] [--to-account NAME] [--to-ledger-account UUID]
+                         [--external-ref X] [--comment X] [--metadata JSON] [--key UUID]
+  payorch intents get ID
+  payorch intents events ID
+  payorch intents watch ID [--interval-ms N] [--timeout-s N] [--poll]
+                                        print each new status until a final one or MANUAL_REVIEW
+  payorch quote [BODY] --type T --amount N [--currency C] [--metadata JSON]
+  payorch accounts create USER_ID [--entity user|merchant|agent]
+  payorch accounts balance NAME
+  payorch accounts history NAME [--limit N] [--offset N]
+  payorch policies evaluate [BODY] --user N --amount N --channel C --app A --type T [--merchant N]
+  payorch admin resolve ID CONFIRMED|FAILED [--reason TEXT]
+  payorch audit [--since ISO-8601]      the invariant audit of the running service (admin key)
+
+Options of every command that calls the service:
+  --service ID   sign as this service, with its secret from CONFIG_FILE (or PAYORCH_SERVICE)
+  --user N       X-User-Id, the user the request acts for
+  --url URL      the service (default PAYORCH_URL, else http://HOST:PORT)
+  --json         print the service's JSON instead of tables (watch: one JSON line per status)
+BODY is a JSON object; the flags override its fields. Amounts are satang (1 THB = 100).
+
+Environment: see README.md (PORT, DATABASE_URL, CONFIG_FILE, ...).
+Exit codes: 0 success; 1 the service refused the request (4xx); 2 usage or local configuration
+error; 3 server error (5xx), no answer, or watch timed out; 4 audit found violations.
+`;
+
+async function serve(): Promise<void> {
+  const service = await startService(loadConfig());
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    service.app.log.info({ signal }, 'shutting down');
+    await service.close();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+async function migrateCommand(io: CliIo): Promise<void> {
+  const config = loadConfig();
+  const db = await openDatabase(config.databaseUrl, config.dataDir);
+  try {
+    const applied = await migrate(db);
+    io.out(`${applied.length === 0 ? 'database is up to date' : `applied ${applied.join(', ')}`}\n`);
+  } finally {
+    await db.close();
+  }
+}
+
+async function dispatch(command: string, args: string[], io: CliIo): Promise<number> {
+  switch (command) {
+    case 'serve':
+      await serve();
+      return EXIT.OK;
+    case 'migrate':
+      await migrateCommand(io);
+      return EXIT.OK;
+    case 'call':
+      return callCommand(args, io);
+    case 'intents':
+      return intentsCommand(args, io);
+    case 'quote':
+      return quoteCommand(args, io);
+    case 'accounts':
+      return accountsCommand(args, io);
+    case 'policies':
+      return policiesCommand(args, io);
+    case 'admin':
+      return adminCommand(args, io);
+    case 'audit':
+      return auditCommand(args, io);
+    default:
+      throw new UsageError(`unknown command: ${command}`);
+  }
+}
+
+/**
+ * The `payorch` command. `io` receives all output, so tests run commands in-process; the exit
+ * code is returned, never passed to process.exit (bin/payorch.js does that).
+ */
+export async function runCli(argv: readonly string[], io: CliIo = processIo): Promise<number> {
+  const [command, ...rest] = argv;
+  if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
+    io.out(USAGE);
+    return EXIT.OK;
+  }
+  try {
+    return await dispatch(command, rest, io);
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    io.err(`payorch: ${error.message}\nRun 'payorch help' for the commands and options.\n`);
+    return EXIT.USAGE;
+  }
+}

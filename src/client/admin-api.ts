@@ -1,0 +1,98 @@
+import { queryString, type Requester } from './requester.js';
+import type {
+  AdminIntent,
+  AdminIntentPage,
+  AdminIntentQuery,
+  AdminListQuery,
+  AuditResult,
+  IntentEvent,
+  AuthPolicy,
+  AuthPolicyInput,
+  FeeDryRunRequest,
+  FeeDryRunResult,
+  FeeRule,
+  FeeRuleInput,
+  LimitRule,
+  LimitRuleInput,
+  LogLevel,
+  ResolveRequest,
+  ResolveResult,
+  Route,
+  RouteInput,
+  ServiceKey,
+  ServiceKeyInput,
+  ServiceKeyPatch,
+} from './types.js';
+
+/** One admin-managed table: list, create, read, change, deactivate (records are never deleted). */
+export interface AdminCollection<Rec, Create, Patch, Key extends string | number, ListKey extends string> {
+  list(query?: AdminListQuery): Promise<{ readonly [K in ListKey]: readonly Rec[] }>;
+  create(body: Create): Promise<Rec>;
+  get(key: Key): Promise<Rec>;
+  update(key: Key, patch: Patch): Promise<Rec>;
+  deactivate(key: Key): Promise<Rec>;
+}
+
+export interface AdminApi {
+  /** Needs `forceResolve` or `admin` on the key (R11). */
+  resolve(intentId: string, body: ResolveRequest): Promise<ResolveResult>;
+  feeRules: AdminCollection<FeeRule, FeeRuleInput, Partial<FeeRuleInput>, number, 'feeRules'> & {
+    dryRun(body: FeeDryRunRequest): Promise<FeeDryRunResult>;
+  };
+  routes: AdminCollection<Route, RouteInput, Partial<RouteInput>, number, 'routes'>;
+  limitRules: AdminCollection<LimitRule, LimitRuleInput, Partial<LimitRuleInput>, number, 'limitRules'>;
+  authPolicies: AdminCollection<AuthPolicy, AuthPolicyInput, Partial<AuthPolicyInput>, number, 'authPolicies'>;
+  serviceKeys: AdminCollection<ServiceKey, ServiceKeyInput, ServiceKeyPatch, string, 'serviceKeys'>;
+  /** Every service's intents, newest first, a page at a time. */
+  intents: {
+    list(query?: AdminIntentQuery): Promise<AdminIntentPage>;
+    get(intentId: string): Promise<AdminIntent & { readonly events: readonly IntentEvent[] }>;
+  };
+  /** The invariant audit; `since` (ISO 8601) limits the per-intent checks to intents updated since then. */
+  audit(query?: { readonly since?: string }): Promise<AuditResult>;
+  /** Re-reads the service secrets from CONFIG_FILE, as SIGHUP does. */
+  reloadConfig(): Promise<{ readonly services: number }>;
+  logLevel: { get(): Promise<LogLevel>; set(level: string): Promise<LogLevel> };
+}
+
+function collection<Rec, Create, Patch, Key extends string | number, ListKey extends string>(
+  call: Requester,
+  path: string,
+): AdminCollection<Rec, Create, Patch, Key, ListKey> {
+  const item = (key: Key) => `${path}/${encodeURIComponent(String(key))}`;
+  return {
+    list: (query = {}) => call({ method: 'GET', path: `${path}${queryString({ ...query })}`, retry: true }),
+    // A create repeated after a lost answer would make a second record: never retried.
+    create: (body) => call({ method: 'POST', path, json: body, retry: false }),
+    get: (key) => call({ method: 'GET', path: item(key), retry: true }),
+    // The same PATCH twice leaves the same record; so does a second deactivate.
+    update: (key, patch) => call({ method: 'PATCH', path: item(key), json: patch, retry: true }),
+    deactivate: (key) => call({ method: 'DELETE', path: item(key), retry: true }),
+  };
+}
+
+export function adminApi(call: Requester): AdminApi {
+  return {
+    // A repeated resolve finds SETTLED or FAILED and answers 200 with previousStatus, without side effect.
+    resolve: (intentId, body) =>
+      call({ method: 'POST', path: `/admin/intents/${encodeURIComponent(intentId)}/resolve`, json: body, retry: true }),
+    feeRules: {
+      ...collection(call, '/admin/fee-rules'),
+      dryRun: (body) => call({ method: 'POST', path: '/admin/fee-rules/dry-run', json: body, retry: true }),
+    },
+    routes: collection(call, '/admin/routes'),
+    limitRules: collection(call, '/admin/limit-rules'),
+    authPolicies: collection(call, '/admin/auth-policies'),
+    serviceKeys: collection(call, '/admin/service-keys'),
+    intents: {
+      list: (query = {}) => call({ method: 'GET', path: `/admin/intents${queryString({ ...query })}`, retry: true }),
+      get: (intentId) => call({ method: 'GET', path: `/admin/intents/${encodeURIComponent(intentId)}`, retry: true }),
+    },
+    audit: (query = {}) => call({ method: 'GET', path: `/admin/audit${queryString({ ...query })}`, retry: true }),
+    reloadConfig: () => call({ method: 'POST', path: '/admin/config/reload', retry: true }),
+    logLevel: {
+      get: () => call({ method: 'GET', path: '/admin/log-level', retry: true }),
+      set: (level) => call({ method: 'PUT', path: '/admin/log-level', json: { level }, retry: true }),
+    },
+  };
+}

@@ -1,0 +1,224 @@
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { randomBytes } from 'node:crypto';
+import Type, { type Static } from 'typebox';
+import { Value } from 'typebox/value';
+import { ACCOUNT_TYPES, CHANNELS, ENTITY_TYPES, OPERATION_TYPES, STEP_UP_LEVELS } from './domain/model.js';
+
+const AccountOverride = Type.Object(
+  { allowedTypes: Type.Array(Type.Enum(ACCOUNT_TYPES)), namePattern: Type.String() },
+  { additionalProperties: false },
+);
+
+export const Permissions = Type.Object(
+  {
+    allowedOperationTypes: Type.Array(Type.String({ maxLength: 50 })),
+    merchantId: Type.Optional(Type.Integer({ minimum: 1 })),
+    forceResolve: Type.Optional(Type.Boolean()),
+    admin: Type.Optional(Type.Boolean()),
+    allowToLedgerAccountId: Type.Optional(Type.Boolean()),
+    fromAccountOverride: Type.Optional(AccountOverride),
+    toAccountOverride: Type.Optional(AccountOverride),
+    accountEntityTypes: Type.Optional(Type.Array(Type.Enum(ENTITY_TYPES))),
+  },
+  { additionalProperties: false },
+);
+export type Permissions = Static<typeof Permissions>;
+
+const Amount = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER });
+
+const ConfigFileSchema = Type.Object(
+  {
+    secrets: Type.Record(Type.String({ minLength: 1, maxLength: 50 }), Type.Union([Type.String({ minLength: 1 }), Type.Array(Type.String({ minLength: 1 }), { minItems: 1 })])),
+    serviceKeys: Type.Array(
+      Type.Object(
+        { serviceId: Type.String({ minLength: 1, maxLength: 50 }), active: Type.Optional(Type.Boolean()), permissions: Permissions },
+        { additionalProperties: false },
+      ),
+    ),
+    routes: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            operationType: Type.Enum(OPERATION_TYPES),
+            minAmount: Type.Optional(Amount),
+            maxAmount: Type.Optional(Type.Union([Amount, Type.Null()])),
+            channel: Type.Enum(CHANNELS),
+            priority: Type.Optional(Type.Integer()),
+            active: Type.Optional(Type.Boolean()),
+          },
+          { additionalProperties: false },
+        ),
+      ),
+    ),
+    feeRules: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            name: Type.String({ minLength: 1, maxLength: 100 }),
+            operationType: Type.Enum(OPERATION_TYPES),
+            expression: Type.String({ minLength: 1 }),
+            timing: Type.Optional(Type.Union([Type.Literal('PRE'), Type.Literal('POST')])),
+            tagsInclude: Type.Optional(Type.Array(Type.String())),
+            tagsExclude: Type.Optional(Type.Array(Type.String())),
+            priority: Type.Optional(Type.Integer()),
+            active: Type.Optional(Type.Boolean()),
+          },
+          { additionalProperties: false },
+        ),
+      ),
+    ),
+    limitRules: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            name: Type.String({ minLength: 1, maxLength: 100 }),
+            operationType: Type.Optional(Type.String({ minLength: 1, maxLength: 50 })),
+            direction: Type.Union([Type.Literal('DEBIT'), Type.Literal('CREDIT'), Type.Literal('BOTH')]),
+            window: Type.Union([Type.Literal('DAILY'), Type.Literal('MONTHLY'), Type.Literal('PER_TRANSACTION')]),
+            limitType: Type.Union([Type.Literal('AMOUNT'), Type.Literal('COUNT')]),
+            limit: Amount,
+            currency: Type.Optional(Type.String({ minLength: 3, maxLength: 3 })),
+            active: Type.Optional(Type.Boolean()),
+          },
+          { additionalProperties: false },
+        ),
+      ),
+    ),
+    authPolicies: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            scope: Type.String({ minLength: 1, maxLength: 80 }),
+            condition: Type.Record(Type.String(), Type.Unknown()),
+            requiredStepUp: Type.Enum(STEP_UP_LEVELS),
+            reasonCode: Type.String({ minLength: 1, maxLength: 50 }),
+            priority: Type.Optional(Type.Integer()),
+            active: Type.Optional(Type.Boolean()),
+          },
+          { additionalProperties: false },
+        ),
+      ),
+    ),
+    accounts: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            accountName: Type.String({ minLength: 1, maxLength: 100 }),
+            accountType: Type.Enum(ACCOUNT_TYPES),
+            userId: Type.Optional(Type.Union([Type.Integer({ minimum: 1 }), Type.Null()])),
+          },
+          { additionalProperties: false },
+        ),
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type ConfigFile = Static<typeof ConfigFileSchema>;
+
+export interface Config {
+  readonly port: number;
+  readonly host: string;
+  readonly databaseUrl: string | undefined;
+  readonly dataDir: string;
+  readonly redisUrl: string | undefined;
+  readonly configFile: string;
+  readonly pspxUrl: string | undefined;
+  readonly adminToken: string | undefined;
+  readonly metricsToken: string | undefined;
+  readonly qrSigningSecret: string;
+  /** True when QR_SIGNING_SECRET was generated: invoices do not verify across restarts. */
+  readonly qrSigningSecretGenerated: boolean;
+  readonly production: boolean;
+  readonly logLevel: string;
+  readonly pspWorkerIntervalMs: number;
+  readonly outboxIntervalMs: number;
+  readonly expirySweepIntervalMs: number;
+  readonly balanceMonitorIntervalMs: number;
+  readonly pspMaxInquiries: number;
+  readonly ledgerPendingTimeoutS: number;
+  readonly reconcileAgeS: number;
+  readonly invoiceMaxTtlS: number;
+  readonly invoiceDefaultTtlS: number;
+  readonly balanceDriftThreshold: bigint;
+  readonly file: ConfigFile;
+}
+
+export const DEMO_CONFIG_FILE = fileURLToPath(new URL('../config/demo.json', import.meta.url));
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
+/** Reads and checks CONFIG_FILE; any unknown key or wrong shape stops the start with the path of the fault. */
+export function readConfigFile(path: string): ConfigFile {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (error) {
+    throw new ConfigError(`CONFIG_FILE ${path}: ${(error as Error).message}`);
+  }
+  if (!Value.Check(ConfigFileSchema, parsed)) {
+    const problems = [...Value.Errors(ConfigFileSchema, parsed)].slice(0, 5).map((e) => `${e.instancePath || '/'} ${e.message}`);
+    throw new ConfigError(`CONFIG_FILE ${path} is invalid: ${problems.join('; ')}`);
+  }
+  for (const key of parsed.serviceKeys) {
+    for (const side of ['fromAccountOverride', 'toAccountOverride'] as const) {
+      const pattern = key.permissions[side]?.namePattern;
+      if (pattern === undefined) continue;
+      try {
+        new RegExp(pattern);
+      } catch {
+        throw new ConfigError(`CONFIG_FILE ${path}: ${key.serviceId} ${side}.namePattern is not a regular expression`);
+      }
+    }
+  }
+  return parsed;
+}
+
+/** The secrets map: service id to every secret that currently verifies (more than one during rotation). */
+export function secretsOf(file: ConfigFile): Map<string, readonly string[]> {
+  return new Map(Object.entries(file.secrets).map(([id, value]) => [id, typeof value === 'string' ? [value] : value]));
+}
+
+function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value < min) throw new ConfigError(`${name} must be an integer >= ${min} (got ${raw})`);
+  return value;
+}
+
+const nonEmpty = (value: string | undefined) => (value === undefined || value === '' ? undefined : value);
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const configFile = nonEmpty(env.CONFIG_FILE) ?? DEMO_CONFIG_FILE;
+  const qrSecret = nonEmpty(env.QR_SIGNING_SECRET);
+  return Object.freeze({
+    port: integer(env, 'PORT', 3000),
+    host: nonEmpty(env.HOST) ?? '127.0.0.1',
+    databaseUrl: nonEmpty(env.DATABASE_URL),
+    dataDir: nonEmpty(env.DATA_DIR) ?? './.data',
+    redisUrl: nonEmpty(env.REDIS_URL),
+    configFile,
+    pspxUrl: nonEmpty(env.PSPX_URL),
+    adminToken: nonEmpty(env.ADMIN_TOKEN),
+    metricsToken: nonEmpty(env.METRICS_TOKEN),
+    qrSigningSecret: qrSecret ?? randomBytes(32).toString('hex'),
+    qrSigningSecretGenerated: qrSecret === undefined,
+    production: env.NODE_ENV === 'production',
+    logLevel: nonEmpty(env.LOG_LEVEL) ?? 'info',
+    pspWorkerIntervalMs: integer(env, 'PSP_WORKER_INTERVAL_MS', 1000, 1),
+    outboxIntervalMs: integer(env, 'OUTBOX_INTERVAL_MS', 1000, 1),
+    expirySweepIntervalMs: integer(env, 'EXPIRY_SWEEP_INTERVAL_MS', 30_000, 1),
+    balanceMonitorIntervalMs: integer(env, 'BALANCE_MONITOR_INTERVAL_MS', 60_000, 1),
+    pspMaxInquiries: integer(env, 'PSP_MAX_INQUIRIES', 5, 1),
+    ledgerPendingTimeoutS: integer(env, 'LEDGER_PENDING_TIMEOUT_S', 1800, 1),
+    reconcileAgeS: integer(env, 'RECONCILE_AGE_S', 300, 0),
+    invoiceMaxTtlS: integer(env, 'INVOICE_MAX_TTL_SECONDS', 3600, 1),
+    invoiceDefaultTtlS: integer(env, 'INVOICE_DEFAULT_TTL_SECONDS', 600, 1),
+    balanceDriftThreshold: BigInt(integer(env, 'BALANCE_DRIFT_THRESHOLD', 10_000)),
+    file: readConfigFile(configFile),
+  });
+}

@@ -1,0 +1,107 @@
+import type { Sql } from '../adapters/database.js';
+import { ledgerAccountId } from '../ledger/account-id.js';
+import { AccountFlags, type Ledger, LEDGER_THB } from '../ledger/ledger.js';
+import { parseAccountName } from './account-names.js';
+import { apiError } from './errors.js';
+import { ACCOUNT_TYPES, type AccountType, UNOWNED_ACCOUNT_TYPES } from './model.js';
+
+export interface AccountRecord {
+  readonly id: bigint;
+  readonly accountName: string;
+  readonly ledgerAccountId: string;
+  readonly ledgerNumber: number;
+  readonly accountType: AccountType;
+  readonly userId: number | null;
+  readonly currency: string;
+  readonly pspxWalletId: string | null;
+  readonly createdAt: Date;
+}
+
+interface AccountRow {
+  id: bigint;
+  account_name: string;
+  ledger_account_id: string;
+  ledger_number: number;
+  account_type: AccountType;
+  user_id: bigint | null;
+  currency: string;
+  pspx_wallet_id: string | null;
+  created_at: Date;
+}
+
+export const ACCOUNT_COLUMNS =
+  'id, account_name, ledger_account_id, ledger_number, account_type, user_id, currency, pspx_wallet_id, created_at';
+
+export function toAccountRecord(row: AccountRow): AccountRecord {
+  return {
+    id: row.id,
+    accountName: row.account_name,
+    ledgerAccountId: row.ledger_account_id,
+    ledgerNumber: row.ledger_number,
+    accountType: row.account_type,
+    userId: row.user_id === null ? null : Number(row.user_id),
+    currency: row.currency,
+    pspxWalletId: row.pspx_wallet_id,
+    createdAt: row.created_at,
+  };
+}
+
+export const isGuarded = (type: AccountType) => !UNOWNED_ACCOUNT_TYPES.includes(type);
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+export const isUuid = (value: string) => UUID.test(value);
+
+export interface NewAccount {
+  readonly name: string;
+  readonly type: AccountType;
+  readonly userId: number | null;
+}
+
+/**
+ * Creates the account map row and its ledger account in the caller's transaction; true when it
+ * did not exist. The name must follow its type's pattern, so that owner and currency are derivable.
+ */
+export async function createAccount(sql: Sql, ledger: Ledger, account: NewAccount): Promise<boolean> {
+  const parsed = parseAccountName(account.name);
+  if (parsed === null || parsed.accountType !== account.type || parsed.userId !== account.userId) {
+    throw apiError('VALIDATION_ERROR', `account name ${account.name} does not follow the pattern of ${account.type}`);
+  }
+  const id = ledgerAccountId(account.name);
+  const inserted = await sql.query(
+    `INSERT INTO accounts (account_name, ledger_account_id, ledger_number, account_type, user_id, currency)
+     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (account_name) DO NOTHING`,
+    [account.name, id, LEDGER_THB, account.type, account.userId, parsed.currency],
+  );
+  const failures = await ledger.createAccounts(sql, [
+    {
+      id,
+      ledger: LEDGER_THB,
+      code: ACCOUNT_TYPES.indexOf(account.type) + 1,
+      flags: isGuarded(account.type) ? AccountFlags.debitsMustNotExceedCredits : AccountFlags.none,
+    },
+  ]);
+  const failure = failures.find((f) => f.result !== 'exists');
+  if (failure !== undefined) throw new Error(`ledger refused account ${account.name}: ${failure.result}`);
+  return inserted.rowCount === 1;
+}
+
+/** Looks an account up by its name or by its ledger UUID. */
+export async function findAccount(sql: Sql, nameOrLedgerId: string): Promise<AccountRecord | null> {
+  const column = isUuid(nameOrLedgerId) ? 'ledger_account_id' : 'account_name';
+  const { rows } = await sql.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE ${column} = $1`, [
+    isUuid(nameOrLedgerId) ? nameOrLedgerId.toLowerCase() : nameOrLedgerId,
+  ]);
+  return rows[0] === undefined ? null : toAccountRecord(rows[0]);
+}
+
+export async function findAccountsByName(sql: Sql, names: readonly string[]): Promise<Map<string, AccountRecord>> {
+  const { rows } = await sql.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE account_name = ANY($1)`, [names]);
+  return new Map(rows.map((row) => [row.account_name, toAccountRecord(row)]));
+}
+
+/** Balance = credits posted − debits posted, read live from the ledger. */
+export async function balanceOf(sql: Sql, ledger: Ledger, account: AccountRecord): Promise<bigint> {
+  const [ledgerAccount] = await ledger.lookupAccounts(sql, [account.ledgerAccountId]);
+  if (ledgerAccount === undefined) throw new Error(`account ${account.accountName} is mapped but missing from the ledger`);
+  return ledgerAccount.creditsPosted - ledgerAccount.debitsPosted;
+}

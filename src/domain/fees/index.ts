@@ -1,0 +1,12 @@
+export { ACCOUNT_LENGTH_MAX, EXPRESSION_LENGTH_MAX, SPLITS_PER_EXPRESSION_MAX } from './sandbox.js';
+export { COMPILED_RULES_MAX_DEFAULT, CompiledRuleCache } from './compiled-rule-cache.js';
+export { createFeeEngine } from './fee-engine.js';
+export type { DryRunResult, FeeContext, FeeEngine, FeeEngineOptions, FeeResult } from './fee-engine.js';
+export { FEE_EVALUATION_REASONS, FeeEvaluationError } from './fee-evaluation-error.js';
+export type { FeeEvaluationReason } from './fee-evaluation-error.js';
+export { FEE_TIMINGS, compareRules, metadataTags, ruleApplies } from './fee-rule.js';
+export type { FeeRule, FeeTiming } from './fee-rule.js';
+export { floorAndSum, sumSplits } from './fee-splits.js';
+export type { FeeSplit } from './fee-splits.js';
+export { createFeeSandbox } from './sandbox.js';
+export type { CompiledExpression, FeeExpressionInput, FeeSandbox, FeeSandboxOptions, RawFeeSplit } from './sandbox.js';

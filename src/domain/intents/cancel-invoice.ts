@@ -1,0 +1,48 @@
+import type { Database } from '../../adapters/database.js';
+import { apiError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { ownInvoice } from './invoice-access.js';
+import { appendEvents, findIntent, INTENT_SELECT, type Intent, toIntent } from './intent-store.js';
+import type { StatusPublisher } from './status-publisher.js';
+
+export const DEFAULT_CANCEL_REASON = 'merchant_canceled';
+
+export interface CancelInvoiceInput {
+  readonly serviceId: string;
+  readonly intentId: string;
+  /** X-User-Id: the issuer, or 0 (the admin bypass). */
+  readonly actor: number;
+  readonly reason: string;
+  readonly log: Logger;
+}
+
+/**
+ * POST /intents/{id}/cancel. An unconfirmed invoice holds no money, so a cancel is a status
+ * change and its audit row, nothing more. Not idempotent: a second cancel is 409 CANNOT_CANCEL.
+ */
+export async function cancelInvoice(deps: { readonly db: Database; readonly publisher: StatusPublisher }, input: CancelInvoiceInput): Promise<Intent> {
+  const invoice = await ownInvoice(deps.db, input.serviceId, input.intentId, 'cancel');
+  if (input.actor !== 0 && input.actor !== invoice.issuedByUserId) {
+    throw apiError('UNAUTHORIZED_ACTOR', `user ${input.actor} did not issue invoice ${invoice.id}`, { bare: true });
+  }
+  const canceled = await deps.db.transaction(async (tx) => {
+    // R26: status is the guard; confirm and the expiry sweep race on the same row and condition.
+    const { rows } = await tx.query(
+      `UPDATE intents SET status = 'CANCELED', cancel_reason = $2, canceled_at = now(), updated_at = now()
+        WHERE id = $1 AND status = 'CREATED'
+        RETURNING ${INTENT_SELECT}`,
+      [invoice.id, input.reason],
+    );
+    if (rows.length > 1) throw new Error(`cancel of ${invoice.id} touched ${rows.length} rows`);
+    if (rows[0] === undefined) return null;
+    await appendEvents(tx, invoice.id, [{ from: 'CREATED', to: 'CANCELED', reason: input.reason, payload: { actor: input.actor } }]);
+    return toIntent(rows[0]);
+  });
+  if (canceled === null) {
+    const current = (await findIntent(deps.db, invoice.id)) ?? invoice;
+    throw apiError('CANNOT_CANCEL', `invoice is ${current.status}`, { bare: true, extra: { status: current.status } });
+  }
+  if (canceled.live) void deps.publisher.publish(canceled.id, ['CANCELED'], canceled.updatedAt);
+  input.log.child({ traceId: canceled.id }).info({ reason: input.reason, actor: input.actor }, 'invoice canceled');
+  return canceled;
+}

@@ -1,0 +1,326 @@
+import { createHash, createHmac, randomUUID } from 'node:crypto';
+import type { Database, Sql } from '../../adapters/database.js';
+import type { Permissions } from '../../config.js';
+import { ledgerAccountId } from '../../ledger/account-id.js';
+import type { CreateTransferError, CreateTransferResult, Ledger } from '../../ledger/ledger.js';
+import type { AccountRecord } from '../accounts.js';
+import { ApiError, apiError, assertNever } from '../errors.js';
+import { type ConfigSnapshot, feeRulesOf } from '../config-cache.js';
+import type { FeeEngine, FeeResult } from '../fees/index.js';
+import { applicableLimitRules, type LimitRule, limitChecks, loadLimitRules } from '../limits.js';
+import type { Logger } from '../logger.js';
+import { type Channel, type IntentStatus, transitAccountName } from '../model.js';
+import { pickChannel, routeChannel } from '../routing.js';
+import { checkOverridePermissions, resolveAccounts, type ResolvedAccounts } from './account-resolution.js';
+import { calculateFees, feeLegs } from './fee-calculation.js';
+import { bodyRuleViolation, type IntentRequest, requestFingerprint } from './intent-request.js';
+import { appendEvents, findIntentByKey, type Intent, type NewIntent, type Transition } from './intent-store.js';
+import { closeIntent, openIntent } from './intent-commit.js';
+import { applyTransfers } from './apply-transfers.js';
+import { type MoneyPlan, reserveTransfer, settleTransfers } from './money-path.js';
+import type { PayerLocks } from './payer-locks.js';
+import { checkPspxRequest } from './pspx-checks.js';
+import type { StatusPublisher } from './status-publisher.js';
+
+export interface IntentDeps {
+  readonly db: Database;
+  readonly ledger: Ledger;
+  readonly fees: FeeEngine;
+  readonly publisher: StatusPublisher;
+  readonly locks: PayerLocks;
+  readonly settings: {
+    readonly ledgerPendingTimeoutS: number;
+    readonly invoiceMaxTtlS: number;
+    readonly invoiceDefaultTtlS: number;
+    readonly qrSigningSecret: string;
+  };
+}
+
+export interface CreateIntentInput {
+  readonly serviceId: string;
+  readonly permissions: Permissions;
+  /** X-User-Id: the acting platform user; 0 is the admin bypass. */
+  readonly actor: number;
+  readonly request: IntentRequest;
+  readonly log: Logger;
+  /** Routes, fee rules and limit rules as checked for this request (auth.ts); absent: read from the database. */
+  readonly config?: ConfigSnapshot | null;
+}
+
+export interface IntentAnswer {
+  readonly replayed: boolean;
+  readonly intent: Intent;
+}
+
+/** Channels that settle inside POST /intents; PSPX settles later, invoices wait for a confirm. */
+const SYNCHRONOUS_CHANNELS: readonly Channel[] = ['INTERNAL_P2P', 'SERVICE_TRANSFER', 'ADMIN'];
+
+/**
+ * POST /intents: validate, route, price, limit, reserve and settle one payment. Every check
+ * that can refuse the request runs before money moves; a refused request stores nothing.
+ *
+ * A replay is found without a read of its own: a new payment's insert meets the stored key
+ * (`duplicate`), and a refusal looks the key up before it answers, so a stored intent still
+ * wins over every check after the signature, as the order of checks in docs/design.md says.
+ */
+export async function createIntent(deps: IntentDeps, input: CreateIntentInput): Promise<IntentAnswer> {
+  const { request, serviceId, actor } = input;
+  const fingerprint = fingerprintOf(request, actor);
+  return deps.locks.oneAtATime(`${serviceId}/${request.idempotencyKey}`, async () => {
+    let attempt: Attempt;
+    try {
+      attempt = await validateAndPersist(deps, input, fingerprint);
+    } catch (error) {
+      if (!(error instanceof ApiError)) throw error;
+      const existing = await findIntentByKey(deps.db, serviceId, request.idempotencyKey);
+      if (existing === null) throw error;
+      return replayOf(existing, fingerprint);
+    }
+    if (attempt.kind === 'duplicate') {
+      const stored = await findIntentByKey(deps.db, serviceId, request.idempotencyKey);
+      if (stored === null) throw new Error('idempotency conflict without a stored intent');
+      return replayOf(stored, fingerprint);
+    }
+    const { outcome, channel } = attempt;
+    const log = input.log.child({ traceId: outcome.intent.id });
+    if (outcome.intent.live) void deps.publisher.publish(outcome.intent.id, outcome.transitions.map((t) => t.to), outcome.intent.updatedAt);
+    if (outcome.ledgerFailure !== null) {
+      log.error({ ledger: outcome.ledgerFailure }, 'settlement refused by the ledger; reservation voided');
+      throw apiError('LEDGER_TRANSFER_ERROR', `ledger refused the settlement: ${outcome.ledgerFailure.join(', ')}`);
+    }
+    log.info({ status: outcome.intent.status, channel, operationType: request.operationType, amount: outcome.intent.amount.toString() }, 'intent created');
+    return { replayed: false, intent: outcome.intent };
+  });
+}
+
+type Attempt = { kind: 'duplicate' } | { kind: 'stored'; outcome: Extract<PersistOutcome, { kind: 'stored' }>; channel: Channel };
+
+/** Every check in the order of docs/design.md, then the one transaction; refusals throw ApiError. */
+async function validateAndPersist(deps: IntentDeps, input: CreateIntentInput, fingerprint: string): Promise<Attempt> {
+  const { request, actor } = input;
+  const config = input.config ?? null;
+  authorize(input);
+  const violation = bodyRuleViolation(request);
+  if (violation !== null) throw apiError('BAD_REQUEST', violation);
+  if (request.operationType === 'INVOICE_PAYMENT') checkInvoiceTtl(deps, request);
+
+  const accounts = await resolveAccounts(deps.db, request, actor);
+  const amount = BigInt(request.amount);
+  const channel = config === null ? await routeChannel(deps.db, request.operationType, amount) : pickChannel(config.routes, request.operationType, amount);
+  if (channel === 'PSPX_TRANSFER') checkPspxRequest(request, accounts.from);
+  const isInvoice = channel === 'MERCHANT_INVOICE';
+  const feeRules = config === null ? undefined : feeRulesOf(config, request.operationType);
+  const fees = isInvoice ? NO_FEES : await calculateFees(deps.db, deps.fees, { ...request, amount }, feeRules);
+  if (fees.postFee > amount) throw apiError('BAD_REQUEST', `post fee ${fees.postFee} exceeds the amount ${amount}`);
+  const legs = await feeLegs(deps.db, fees);
+
+  const payer = accounts.from?.userId ?? null;
+  return deps.locks.withPayer(isInvoice ? null : payer, async () => {
+    const draft = draftIntent(deps, input, { fingerprint, accounts, channel, fees });
+    const plan: MoneyPlan | null =
+      accounts.from === null
+        ? null
+        : {
+            intentId: draft.id,
+            operationType: request.operationType,
+            fromLedgerId: accounts.from.ledgerAccountId,
+            toLedgerId: accounts.to.ledgerAccountId,
+            transitLedgerId: ledgerAccountId(transitAccountName(channel, request.currency)),
+            amount,
+            preFee: fees.preFee,
+            postFee: fees.postFee,
+            feeLegs: legs,
+          };
+    const limitRules = plan === null ? [] : config === null ? null : applicableLimitRules(config.limitRules, request);
+    const outcome = await persist(deps, draft, plan, accounts, limitRules);
+    return outcome.kind === 'duplicate' ? { kind: 'duplicate' } : { kind: 'stored', outcome, channel };
+  });
+}
+
+const NO_FEES: FeeResult = { preFee: 0n, postFee: 0n, preSplits: [], postSplits: [], splits: [] };
+
+function fingerprintOf(request: IntentRequest, actor: number): string {
+  return createHash('sha256').update(requestFingerprint(request, actor)).digest('hex');
+}
+
+/** R14: the same key for a different payment is a conflict, never a second payment. */
+function replayOf(existing: Intent, fingerprint: string): IntentAnswer {
+  if (existing.requestFingerprint !== fingerprint) {
+    throw apiError('CONFLICT', 'idempotency key reused with different parameters');
+  }
+  return { replayed: true, intent: existing };
+}
+
+function authorize(input: CreateIntentInput): void {
+  const allowed: readonly string[] = input.permissions.allowedOperationTypes;
+  if (!allowed.includes(input.request.operationType)) {
+    throw apiError('FORBIDDEN', `service ${input.serviceId} may not create ${input.request.operationType} intents`);
+  }
+  checkOverridePermissions(input.request, input.permissions);
+}
+
+function checkInvoiceTtl(deps: IntentDeps, request: IntentRequest): void {
+  const ttl = request.metadata.ttlSeconds;
+  if (typeof ttl === 'number' && ttl > deps.settings.invoiceMaxTtlS) {
+    throw apiError('BAD_REQUEST', `metadata.ttlSeconds must not exceed ${deps.settings.invoiceMaxTtlS}`);
+  }
+}
+
+/** R16: HMAC-SHA256 of `intentId|amount|currency|toAccountName|expiresAt` truncated to 16 bytes. */
+export function qrSignature(secret: string, intentId: string, amount: bigint, currency: string, toAccountName: string, expiresAt: Date): Buffer {
+  return createHmac('sha256', secret)
+    .update(`${intentId}|${amount}|${currency}|${toAccountName}|${expiresAt.toISOString()}`)
+    .digest()
+    .subarray(0, 16);
+}
+
+function draftIntent(
+  deps: IntentDeps,
+  input: CreateIntentInput,
+  facts: { fingerprint: string; accounts: ResolvedAccounts; channel: Channel; fees: FeeResult },
+): NewIntent {
+  const { request, actor } = input;
+  const { accounts, channel, fees } = facts;
+  const id = randomUUID();
+  const amount = BigInt(request.amount);
+  const isInvoice = channel === 'MERCHANT_INVOICE';
+  const now = new Date();
+  const ttlS = (request.metadata.ttlSeconds as number | undefined) ?? deps.settings.invoiceDefaultTtlS;
+  const expiresAt = isInvoice ? new Date(now.getTime() + ttlS * 1000) : null;
+  const status: IntentStatus = isInvoice ? 'CREATED' : SYNCHRONOUS_CHANNELS.includes(channel) ? 'SETTLED' : 'AUTHORIZED';
+  const metadata = isInvoice ? { appScope: 'a', ...request.metadata } : request.metadata;
+  return {
+    id,
+    idempotencyKey: request.idempotencyKey,
+    serviceId: input.serviceId,
+    requestFingerprint: facts.fingerprint,
+    userId: actor,
+    operationType: request.operationType,
+    channel,
+    fromAccountName: accounts.from?.accountName ?? null,
+    toAccountName: accounts.to.accountName,
+    fromUserId: accounts.from?.userId ?? null,
+    toUserId: accounts.to.userId,
+    externalRef: request.externalRef ?? null,
+    amount,
+    preFeeAmount: fees.preFee,
+    postFeeAmount: fees.postFee,
+    feeSplits: fees.splits.map((split) => ({ account: split.account, amount: split.amount.toString() })),
+    currency: request.currency,
+    status,
+    pspState: channel === 'PSPX_TRANSFER' ? 'NEW' : null,
+    failureReason: null,
+    metadata,
+    fromName: request.fromName ?? null,
+    toName: request.toName ?? null,
+    comment: request.comment ?? null,
+    live: request.live ?? false,
+    expiresAt,
+    reservedAt: isInvoice ? null : now,
+    qrSignature: expiresAt === null ? null : qrSignature(deps.settings.qrSigningSecret, id, amount, request.currency, accounts.to.accountName, expiresAt),
+    issuedByUserId: isInvoice ? actor : null,
+    transferIds: [],
+  };
+}
+
+type PersistOutcome =
+  | { kind: 'duplicate' }
+  | { kind: 'stored'; intent: Intent; transitions: Transition[]; ledgerFailure: string[] | null };
+
+/**
+ * One transaction: the intent, its audit trail, its ledger movement and its history commit
+ * together, in five round trips (BEGIN, intent + lock + limits, ledger, events + history, COMMIT).
+ * `limitRules` null: read them inside the transaction (callers without a config snapshot).
+ */
+async function persist(
+  deps: IntentDeps,
+  draft: NewIntent,
+  plan: MoneyPlan | null,
+  accounts: ResolvedAccounts,
+  limitRules: readonly LimitRule[] | null,
+): Promise<PersistOutcome> {
+  return deps.db.transaction(async (tx) => {
+    const transfers =
+      plan === null ? [] : draft.status === 'SETTLED' ? [reserveTransfer(plan, deps.settings.ledgerPendingTimeoutS), ...settleTransfers(plan)] : [reserveTransfer(plan, deps.settings.ledgerPendingTimeoutS)];
+    const intent = { ...draft, transferIds: transfers.map((t) => t.id) };
+    const rules = plan === null ? [] : (limitRules ?? (await loadLimitRules(tx, draft.operationType, draft.currency)));
+    const guard = {
+      payerUserId: plan === null ? null : draft.fromUserId,
+      checks: limitChecks(rules, { operationType: draft.operationType, amount: draft.amount, currency: draft.currency, fromUserId: draft.fromUserId, toUserId: draft.toUserId }, new Date()),
+    };
+    const opened = await openIntent(tx, intent, guard);
+    if (opened.kind === 'duplicate') return { kind: 'duplicate' };
+    if (plan === null) {
+      const transitions: Transition[] = [{ from: null, to: 'CREATED' }];
+      await closeIntent(tx, draft, transitions, []);
+      return { kind: 'stored', intent: stored(intent, opened.createdAt), transitions, ledgerFailure: null };
+    }
+    const money = await applyTransfers(deps.ledger, tx, draft, transfers);
+    switch (money.kind) {
+      case 'reservation_refused':
+        throw reservationError(money.failure);
+      case 'settlement_refused':
+        return failSettlement(tx, intent, opened.createdAt, money.results);
+      case 'applied':
+        break;
+      default:
+        assertNever(money);
+    }
+
+    const transitions: Transition[] = [
+      { from: null, to: 'CREATED' },
+      { from: 'CREATED', to: 'VALIDATED' },
+      { from: 'VALIDATED', to: 'AUTHORIZED' },
+      ...(draft.status === 'SETTLED' ? [{ from: 'AUTHORIZED', to: 'SETTLED' }] : []),
+    ];
+    await closeIntent(tx, draft, transitions, draft.status === 'SETTLED' ? historyRows(draft, accounts) : []);
+    return { kind: 'stored', intent: stored(intent, opened.createdAt), transitions, ledgerFailure: null };
+  });
+}
+
+function reservationError(failure: CreateTransferResult) {
+  if (failure.result === 'exceeds_credits') return apiError('INSUFFICIENT_FUNDS', 'the source account lacks funds for this payment');
+  return apiError('LEDGER_TRANSFER_ERROR', `ledger refused the reservation: ${failure.result}`);
+}
+
+/** The chain did not apply and its reservation is already voided: record the failure, in this transaction. */
+async function failSettlement(tx: Sql, draft: NewIntent, createdAt: Date, reasons: readonly CreateTransferError[]): Promise<PersistOutcome> {
+  const failureReason = `ledger_transfer_error: ${reasons.join(', ')}`;
+  const updated = await tx.query(
+    "UPDATE intents SET status = 'FAILED', failure_reason = $2, updated_at = now() WHERE id = $1 AND status = 'SETTLED'",
+    [draft.id, failureReason],
+  );
+  if (updated.rowCount !== 1) throw new Error(`intent ${draft.id} changed under its own transaction`);
+  const transitions: Transition[] = [
+    { from: null, to: 'CREATED' },
+    { from: 'CREATED', to: 'VALIDATED' },
+    { from: 'VALIDATED', to: 'AUTHORIZED' },
+    { from: 'AUTHORIZED', to: 'FAILED', reason: failureReason },
+  ];
+  await appendEvents(tx, draft.id, transitions);
+  return { kind: 'stored', intent: { ...stored(draft, createdAt), status: 'FAILED', failureReason }, transitions, ledgerFailure: [...reasons] };
+}
+
+export function historyRows(intent: Pick<Intent, 'amount' | 'preFeeAmount' | 'postFeeAmount'>, accounts: { from: AccountRecord | null; to: AccountRecord }) {
+  return [
+    ...(accounts.from === null
+      ? []
+      : [{ accountName: accounts.from.accountName, userId: accounts.from.userId, direction: 'DEBIT' as const, amount: intent.amount, feeAmount: intent.preFeeAmount }]),
+    { accountName: accounts.to.accountName, userId: accounts.to.userId, direction: 'CREDIT' as const, amount: intent.amount, feeAmount: intent.postFeeAmount },
+  ];
+}
+
+function stored(draft: NewIntent, createdAt: Date): Intent {
+  return {
+    ...draft,
+    version: 0,
+    canceledAt: null,
+    redeemedAt: null,
+    cancelReason: null,
+    redeemedByUserId: null,
+    confirmIdempotencyKey: null,
+    settlementDate: null,
+    createdAt,
+    updatedAt: createdAt,
+  };
+}

@@ -1,0 +1,68 @@
+import type { Sql } from '../../adapters/database.js';
+import { findAccountsByName } from '../accounts.js';
+import { apiError } from '../errors.js';
+import { type FeeEngine, FeeEvaluationError, type FeeResult, type FeeRule } from '../fees/index.js';
+import type { MoneyLeg } from './money-path.js';
+
+/** Active rules of one operation type, read per request: a rule change applies to the next intent. */
+export async function loadFeeRules(sql: Sql, operationType: string): Promise<FeeRule[]> {
+  const { rows } = await sql.query<{
+    id: bigint;
+    name: string;
+    operation_type: string;
+    expression: string;
+    timing: 'PRE' | 'POST';
+    tags_include: string[];
+    tags_exclude: string[];
+    priority: number;
+    active: boolean;
+  }>(
+    `SELECT id, name, operation_type, expression, timing, tags_include, tags_exclude, priority, active
+       FROM fee_rules WHERE active AND operation_type = $1 ORDER BY priority, id`,
+    [operationType],
+  );
+  return rows.map((row) => ({
+    id: Number(row.id),
+    name: row.name,
+    operationType: row.operation_type,
+    expression: row.expression,
+    timing: row.timing,
+    tagsInclude: row.tags_include,
+    tagsExclude: row.tags_exclude,
+    priority: row.priority,
+    active: row.active,
+  }));
+}
+
+/**
+ * Fees of a request; a rule that fails for this input is the request's 422 EVAL_ERROR, never a 500.
+ * `cachedRules`: the active rules of this operation type from a config snapshot; absent, they are read.
+ */
+export async function calculateFees(
+  sql: Sql,
+  fees: FeeEngine,
+  context: { operationType: string; amount: bigint; currency: string; metadata: Readonly<Record<string, unknown>> },
+  cachedRules?: readonly FeeRule[],
+): Promise<FeeResult> {
+  const rules = cachedRules ?? (await loadFeeRules(sql, context.operationType));
+  try {
+    return fees.calculateFees(rules, context);
+  } catch (error) {
+    if (error instanceof FeeEvaluationError) throw apiError('EVAL_ERROR', error.message);
+    throw error;
+  }
+}
+
+/** Every fee-split account must exist (422 ACCOUNT_NOT_FOUND); returns the ledger legs. */
+export async function feeLegs(sql: Sql, result: FeeResult): Promise<MoneyLeg[]> {
+  if (result.splits.length === 0) return [];
+  const accounts = await findAccountsByName(
+    sql,
+    result.splits.map((split) => split.account),
+  );
+  return result.splits.map((split) => {
+    const account = accounts.get(split.account);
+    if (account === undefined) throw apiError('ACCOUNT_NOT_FOUND', `fee account ${split.account} does not exist`);
+    return { ledgerAccountId: account.ledgerAccountId, amount: split.amount };
+  });
+}

@@ -1,0 +1,222 @@
+import type { Sql } from '../../adapters/database.js';
+import type { Channel, IntentStatus, OperationType } from '../model.js';
+
+/** An intent as stored; money as bigint. */
+export interface Intent {
+  readonly id: string;
+  readonly idempotencyKey: string;
+  readonly serviceId: string;
+  readonly requestFingerprint: string;
+  readonly userId: number;
+  readonly operationType: OperationType;
+  readonly channel: Channel;
+  readonly fromAccountName: string | null;
+  readonly toAccountName: string;
+  readonly fromUserId: number | null;
+  readonly toUserId: number | null;
+  readonly externalRef: string | null;
+  readonly amount: bigint;
+  readonly preFeeAmount: bigint;
+  readonly postFeeAmount: bigint;
+  readonly feeSplits: ReadonlyArray<{ account: string; amount: string }>;
+  readonly currency: string;
+  readonly status: IntentStatus;
+  readonly pspState: string | null;
+  readonly failureReason: string | null;
+  readonly metadata: Readonly<Record<string, unknown>>;
+  readonly fromName: string | null;
+  readonly toName: string | null;
+  readonly comment: string | null;
+  readonly live: boolean;
+  readonly settlementDate: string | null;
+  readonly version: number;
+  readonly expiresAt: Date | null;
+  readonly reservedAt: Date | null;
+  readonly canceledAt: Date | null;
+  readonly redeemedAt: Date | null;
+  readonly cancelReason: string | null;
+  readonly qrSignature: Uint8Array | null;
+  readonly issuedByUserId: number | null;
+  readonly redeemedByUserId: number | null;
+  readonly confirmIdempotencyKey: string | null;
+  readonly transferIds: readonly string[];
+  readonly createdAt: Date;
+  readonly updatedAt: Date;
+}
+
+const COLUMNS: ReadonlyArray<readonly [keyof Intent, string]> = [
+  ['id', 'id'],
+  ['idempotencyKey', 'idempotency_key'],
+  ['serviceId', 'service_id'],
+  ['requestFingerprint', 'request_fingerprint'],
+  ['userId', 'user_id'],
+  ['operationType', 'operation_type'],
+  ['channel', 'channel'],
+  ['fromAccountName', 'from_account_name'],
+  ['toAccountName', 'to_account_name'],
+  ['fromUserId', 'from_user_id'],
+  ['toUserId', 'to_user_id'],
+  ['externalRef', 'external_ref'],
+  ['amount', 'amount'],
+  ['preFeeAmount', 'pre_fee_amount'],
+  ['postFeeAmount', 'post_fee_amount'],
+  ['feeSplits', 'fee_splits'],
+  ['currency', 'currency'],
+  ['status', 'status'],
+  ['pspState', 'psp_state'],
+  ['failureReason', 'failure_reason'],
+  ['metadata', 'metadata'],
+  ['fromName', 'from_name'],
+  ['toName', 'to_name'],
+  ['comment', 'comment'],
+  ['live', 'live'],
+  ['settlementDate', 'settlement_date'],
+  ['version', 'version'],
+  ['expiresAt', 'expires_at'],
+  ['reservedAt', 'reserved_at'],
+  ['canceledAt', 'canceled_at'],
+  ['redeemedAt', 'redeemed_at'],
+  ['cancelReason', 'cancel_reason'],
+  ['qrSignature', 'qr_signature'],
+  ['issuedByUserId', 'issued_by_user_id'],
+  ['redeemedByUserId', 'redeemed_by_user_id'],
+  ['confirmIdempotencyKey', 'confirm_idempotency_key'],
+  ['transferIds', 'transfer_ids'],
+  ['createdAt', 'created_at'],
+  ['updatedAt', 'updated_at'],
+];
+
+/** Integer columns that hold user ids: bigint in SQL, number in the interface. */
+const USER_ID_FIELDS = new Set<keyof Intent>(['userId', 'fromUserId', 'toUserId', 'issuedByUserId', 'redeemedByUserId']);
+
+export const INTENT_SELECT = COLUMNS.map(([, column]) => column).join(', ');
+
+export function toIntent(row: Record<string, unknown>): Intent {
+  const intent: Record<string, unknown> = {};
+  for (const [field, column] of COLUMNS) {
+    const value = row[column];
+    intent[field] = USER_ID_FIELDS.has(field) && typeof value === 'bigint' ? Number(value) : value;
+  }
+  return intent as unknown as Intent;
+}
+
+export type NewIntent = Omit<Intent, 'createdAt' | 'updatedAt' | 'version' | 'canceledAt' | 'redeemedAt' | 'cancelReason' | 'redeemedByUserId' | 'confirmIdempotencyKey' | 'settlementDate'>;
+
+/** The INSERT of a new intent with its parameters, `ON CONFLICT … DO NOTHING RETURNING created_at`; the first parameter is $1 + offset. */
+export function insertIntentStatement(intent: NewIntent, offset = 0): { text: string; values: unknown[] } {
+  const fields = COLUMNS.filter(([field]) => field in intent);
+  const values = fields.map(([field]) => {
+    const value = intent[field as keyof NewIntent];
+    if (field === 'metadata' || field === 'feeSplits') return JSON.stringify(value);
+    if (typeof value === 'bigint') return value.toString();
+    return value;
+  });
+  const placeholders = fields.map(([, column], index) => (column === 'transfer_ids' ? `$${index + offset + 1}::uuid[]` : `$${index + offset + 1}`));
+  return {
+    text: `INSERT INTO intents (${fields.map(([, column]) => column).join(', ')}) VALUES (${placeholders.join(', ')})
+     ON CONFLICT (idempotency_key, service_id) DO NOTHING RETURNING created_at`,
+    values,
+  };
+}
+
+/** Inserts unless the (idempotencyKey, serviceId) pair exists; null then (the caller replays). */
+export async function insertIntent(sql: Sql, intent: NewIntent): Promise<{ createdAt: Date } | null> {
+  const { text, values } = insertIntentStatement(intent);
+  const { rows } = await sql.query<{ created_at: Date }>(text, values);
+  return rows[0] === undefined ? null : { createdAt: rows[0].created_at };
+}
+
+export async function findIntent(sql: Sql, id: string): Promise<Intent | null> {
+  const { rows } = await sql.query(`SELECT ${INTENT_SELECT} FROM intents WHERE id = $1`, [id]);
+  return rows[0] === undefined ? null : toIntent(rows[0]);
+}
+
+export async function findIntentByKey(sql: Sql, serviceId: string, idempotencyKey: string): Promise<Intent | null> {
+  const { rows } = await sql.query(`SELECT ${INTENT_SELECT} FROM intents WHERE idempotency_key = $1 AND service_id = $2`, [
+    idempotencyKey,
+    serviceId,
+  ]);
+  return rows[0] === undefined ? null : toIntent(rows[0]);
+}
+
+export interface Transition {
+  readonly from: string | null;
+  readonly to: string;
+  readonly reason?: string | null;
+  readonly payload?: Readonly<Record<string, unknown>> | null;
+}
+
+/** Appends audit rows in order; the id sequence breaks ties between equal timestamps. */
+export async function appendEvents(sql: Sql, intentId: string, transitions: readonly Transition[]): Promise<void> {
+  if (transitions.length === 0) return;
+  await sql.query(
+    `INSERT INTO intent_events (intent_id, status_from, status_to, reason, payload)
+     SELECT $1, e.status_from, e.status_to, e.reason, e.payload
+       FROM unnest($2::text[], $3::text[], $4::text[], $5::jsonb[]) WITH ORDINALITY AS e (status_from, status_to, reason, payload, ord)
+      ORDER BY e.ord`,
+    [
+      intentId,
+      transitions.map((t) => t.from),
+      transitions.map((t) => t.to),
+      transitions.map((t) => t.reason ?? null),
+      transitions.map((t) => (t.payload === undefined || t.payload === null ? null : JSON.stringify(t.payload))),
+    ],
+  );
+}
+
+export interface IntentEvent {
+  readonly id: number;
+  readonly statusFrom: string | null;
+  readonly statusTo: string;
+  readonly reason: string | null;
+  readonly payload: Record<string, unknown> | null;
+  readonly createdAt: string;
+}
+
+export async function listEvents(sql: Sql, intentId: string): Promise<IntentEvent[]> {
+  const { rows } = await sql.query<{
+    id: bigint;
+    status_from: string | null;
+    status_to: string;
+    reason: string | null;
+    payload: Record<string, unknown> | null;
+    created_at: Date;
+  }>('SELECT id, status_from, status_to, reason, payload, created_at FROM intent_events WHERE intent_id = $1 ORDER BY created_at, id', [intentId]);
+  return rows.map((row) => ({
+    id: Number(row.id),
+    statusFrom: row.status_from,
+    statusTo: row.status_to,
+    reason: row.reason,
+    payload: row.payload,
+    createdAt: row.created_at.toISOString(),
+  }));
+}
+
+export interface HistoryRow {
+  readonly accountName: string;
+  readonly userId: number | null;
+  readonly direction: 'DEBIT' | 'CREDIT';
+  readonly amount: bigint;
+  readonly feeAmount: bigint;
+}
+
+/** The two sides of a settled intent in the transaction history. */
+export async function insertHistory(sql: Sql, intent: Pick<Intent, 'id' | 'operationType' | 'currency'>, rows: readonly HistoryRow[]): Promise<void> {
+  if (rows.length === 0) return;
+  await sql.query(
+    `INSERT INTO transactions (intent_id, account_name, user_id, operation_type, direction, amount, fee_amount, currency)
+     SELECT $1, h.account_name, h.user_id, $2, h.direction, h.amount, h.fee_amount, $3
+       FROM unnest($4::text[], $5::bigint[], $6::text[], $7::bigint[], $8::bigint[]) AS h (account_name, user_id, direction, amount, fee_amount)
+     ON CONFLICT (intent_id, account_name, direction) DO NOTHING`,
+    [
+      intent.id,
+      intent.operationType,
+      intent.currency,
+      rows.map((r) => r.accountName),
+      rows.map((r) => r.userId),
+      rows.map((r) => r.direction),
+      rows.map((r) => r.amount.toString()),
+      rows.map((r) => r.feeAmount.toString()),
+    ],
+  );
+}

@@ -1,0 +1,139 @@
+import type { Sql } from '../adapters/database.js';
+import { apiError } from './errors.js';
+
+export type LimitDirection = 'DEBIT' | 'CREDIT' | 'BOTH';
+export type LimitWindow = 'DAILY' | 'MONTHLY' | 'PER_TRANSACTION';
+export type LimitType = 'AMOUNT' | 'COUNT';
+
+export interface LimitRule {
+  readonly id: number;
+  readonly name: string;
+  readonly operationType: string;
+  readonly direction: LimitDirection;
+  readonly window: LimitWindow;
+  readonly limitType: LimitType;
+  readonly limit: bigint;
+  readonly currency: string;
+}
+
+export interface LimitSubject {
+  readonly operationType: string;
+  readonly amount: bigint;
+  readonly currency: string;
+  /** Owners of the two accounts; a side without an owner is not limited (R21). */
+  readonly fromUserId: number | null;
+  readonly toUserId: number | null;
+  /** The intent being checked, when it is already stored in the same transaction: not its own usage. */
+  readonly intentId?: string;
+}
+
+/** Statuses whose money counts as used: settled, or reserved and on its way (R21). */
+const COUNTED_STATUSES = "('AUTHORIZED', 'SETTLED')";
+
+function windowStart(window: LimitWindow, now: Date): Date | null {
+  switch (window) {
+    case 'DAILY':
+      return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()));
+    case 'MONTHLY':
+      return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
+    case 'PER_TRANSACTION':
+      return null;
+  }
+}
+
+/** Active rules of one operation type (or '*') and currency, in id order. */
+export async function loadLimitRules(sql: Sql, operationType: string, currency: string): Promise<LimitRule[]> {
+  const { rows } = await sql.query<{
+    id: bigint;
+    name: string;
+    operation_type: string;
+    direction: LimitDirection;
+    time_window: LimitWindow;
+    limit_type: LimitType;
+    limit_value: bigint;
+    currency: string;
+  }>(
+    `SELECT id, name, operation_type, direction, time_window, limit_type, limit_value, currency FROM limit_rules
+      WHERE active AND (operation_type = '*' OR operation_type = $1) AND currency = $2 ORDER BY id`,
+    [operationType, currency],
+  );
+  return rows.map((row) => ({
+    id: Number(row.id),
+    name: row.name,
+    operationType: row.operation_type,
+    direction: row.direction,
+    window: row.time_window,
+    limitType: row.limit_type,
+    limit: row.limit_value,
+    currency: row.currency,
+  }));
+}
+
+/** The rules of a cached set that apply to this subject, in id order (the cache keeps every active rule). */
+export const applicableLimitRules = (rules: readonly LimitRule[], subject: Pick<LimitSubject, 'operationType' | 'currency'>) =>
+  rules.filter((rule) => (rule.operationType === '*' || rule.operationType === subject.operationType) && rule.currency === subject.currency);
+
+/** One usage comparison: the rule's usage on one side of the payment, in the rule's unit. */
+export interface LimitCheck {
+  readonly rule: LimitRule;
+  readonly side: 'from' | 'to';
+  readonly userId: number;
+  /** null: PER_TRANSACTION, nothing before this request counts. */
+  readonly since: Date | null;
+  readonly requested: bigint;
+}
+
+/** Every comparison R21 asks for, in the order the first breach is reported: rule id, then DEBIT side first. */
+export function limitChecks(rules: readonly LimitRule[], subject: LimitSubject, now: Date): LimitCheck[] {
+  if (subject.fromUserId === null && subject.toUserId === null) return [];
+  return rules.flatMap((rule) => {
+    const sides: Array<'from' | 'to'> = rule.direction === 'DEBIT' ? ['from'] : rule.direction === 'CREDIT' ? ['to'] : ['from', 'to'];
+    return sides.flatMap((side) => {
+      const userId = side === 'from' ? subject.fromUserId : subject.toUserId;
+      if (userId === null) return [];
+      const requested = rule.limitType === 'AMOUNT' ? subject.amount : 1n;
+      return [{ rule, side, userId, since: windowStart(rule.window, now), requested }];
+    });
+  });
+}
+
+/** 422 LIMIT_EXCEEDED naming the rule, the usage before this request and its own contribution (R32). */
+export function limitExceeded(check: LimitCheck, current: bigint) {
+  const { rule } = check;
+  return apiError('LIMIT_EXCEEDED', `limit rule ${rule.name} exceeded`, {
+    detail: {
+      ruleName: rule.name,
+      window: rule.window,
+      limitType: rule.limitType,
+      limit: rule.limit.toString(),
+      current: current.toString(),
+      requested: check.requested.toString(),
+    },
+  });
+}
+
+/**
+ * Checks every active rule that applies; the first breach is a 422 LIMIT_EXCEEDED.
+ * Called while the payer's lock is held, so two payments of one payer cannot both slip under a cap.
+ */
+export async function enforceLimits(sql: Sql, subject: LimitSubject, now = new Date()): Promise<void> {
+  if (subject.fromUserId === null && subject.toUserId === null) return;
+  const rules = await loadLimitRules(sql, subject.operationType, subject.currency);
+  for (const check of limitChecks(rules, subject, now)) {
+    const current = await usage(sql, check.rule, check.side, check.userId, check.since, subject.intentId ?? null);
+    if (current + check.requested > check.rule.limit) throw limitExceeded(check, current);
+  }
+}
+
+async function usage(sql: Sql, rule: LimitRule, side: 'from' | 'to', userId: number, since: Date | null, excludedIntentId: string | null): Promise<bigint> {
+  if (since === null) return 0n;
+  const column = side === 'from' ? 'from_user_id' : 'to_user_id';
+  const measure = rule.limitType === 'AMOUNT' ? 'coalesce(sum(amount), 0)::bigint' : 'count(*)::bigint';
+  const { rows } = await sql.query<{ used: bigint }>(
+    `SELECT ${measure} AS used FROM intents
+      WHERE ${column} = $1 AND status IN ${COUNTED_STATUSES} AND created_at >= $2 AND currency = $3
+        AND ($4 = '*' OR operation_type = $4) AND ($5::uuid IS NULL OR id <> $5::uuid)`,
+    [userId, since, rule.currency, rule.operationType, excludedIntentId],
+  );
+  return rows[0]?.used ?? 0n;
+}

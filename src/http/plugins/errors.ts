@@ -1,0 +1,95 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError, ERROR_STATUS, type ErrorBody } from '../../domain/errors.js';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Schema errors answer 422 by default; confirm answers 400 (R6). */
+    validationStatus?: 400 | 422;
+    /** The quote endpoint lists validation issues under `details` (spec, quote 422 body). */
+    validationDetails?: boolean;
+  }
+}
+
+interface ValidationIssue {
+  instancePath: string;
+  message?: string;
+  params?: Record<string, unknown>;
+}
+
+function issuePath(context: string | undefined, issue: ValidationIssue): string {
+  const missing = issue.params?.missingProperty;
+  const pointer = issue.instancePath + (typeof missing === 'string' ? `/${missing}` : '');
+  return `${context ?? 'body'}${pointer.replaceAll('/', '.')}`;
+}
+
+/** The one place where a failure becomes an HTTP answer. */
+export function registerErrorHandling(app: FastifyInstance, production: boolean): void {
+  app.setErrorHandler((error: FastifyError | ApiError, request, reply) => {
+    if (error instanceof ApiError) {
+      request.log.warn({ code: error.code, statusCode: error.statusCode }, error.message);
+      return reply.status(error.statusCode).send(error.toBody());
+    }
+    if (error.validation !== undefined) {
+      const issues = error.validation.map((issue) => `${issuePath(error.validationContext, issue)}: ${issue.message ?? 'is invalid'}`);
+      const status = request.routeOptions.config.validationStatus ?? 422;
+      request.log.warn({ issues }, 'validation failed');
+      const body: ErrorBody = request.routeOptions.config.validationDetails
+        ? { error: 'VALIDATION_ERROR', details: issues }
+        : { error: 'VALIDATION_ERROR', message: issues.join('; ') };
+      return reply.status(status).send(body);
+    }
+    const clientError = mapClientError(error) ?? mapUnstorableText(error);
+    if (clientError !== null) {
+      request.log.warn({ code: error.code }, error.message);
+      return reply.status(clientError.statusCode).send(clientError.toBody());
+    }
+    request.log.error({ err: error }, 'request failed');
+    return reply.status(500).send({ error: 'INTERNAL_ERROR', message: production ? 'Internal server error' : error.message });
+  });
+
+  app.setNotFoundHandler((request, reply) =>
+    reply.status(404).send({ error: 'NOT_FOUND', message: `no route ${request.method} ${request.url.split('?')[0]}` }),
+  );
+}
+
+/** Past this a refused path is cut in the message: it may be kilobytes long. */
+const BAD_PATH_CHARS_MAX = 200;
+
+/**
+ * The router's refusals, which never reach setErrorHandler: a malformed percent-encoding and a
+ * path parameter over the router's length limit (100 characters). Without this Fastify answers
+ * them in its own body, the second with 414, a status the catalogue does not have.
+ */
+export function frameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  const message = error.message.length > BAD_PATH_CHARS_MAX ? `${error.message.slice(0, BAD_PATH_CHARS_MAX)}…` : error.message;
+  request.log.warn({ code: error.code }, message);
+  void reply.status(ERROR_STATUS.BAD_REQUEST).send(new ApiError('BAD_REQUEST', message).toBody());
+}
+
+/**
+ * SQLSTATEs of text the database cannot store: a NUL character (0x00 in text, \u0000 in jsonb)
+ * is valid JSON and a valid URL escape, so it passes every schema and is refused only by
+ * PostgreSQL. Both can come only from what the client sent, so they are its error, not a 500.
+ */
+const UNSTORABLE_TEXT_SQLSTATES = new Set(['22021', '22P05']);
+
+function mapUnstorableText(error: FastifyError): ApiError | null {
+  const sqlState = (error as { code?: unknown }).code;
+  if (typeof sqlState !== 'string' || !UNSTORABLE_TEXT_SQLSTATES.has(sqlState)) return null;
+  return new ApiError('VALIDATION_ERROR', 'text must not contain NUL characters');
+}
+
+/** Fastify's own 4xx errors (body parsing, content type, size) in the house format. */
+function mapClientError(error: FastifyError): ApiError | null {
+  switch (error.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new ApiError('PAYLOAD_TOO_LARGE', 'request body exceeds 64 KiB');
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new ApiError('UNSUPPORTED_MEDIA_TYPE', 'content type must be application/json');
+    default:
+      if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
+        return new ApiError('BAD_REQUEST', error.message);
+      }
+      return null;
+  }
+}

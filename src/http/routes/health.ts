@@ -1,0 +1,52 @@
+import type { FastifyInstance } from 'fastify';
+import Type from 'typebox';
+import type { Sql } from '../../adapters/database.js';
+import type { Ledger } from '../../ledger/ledger.js';
+
+export const EVENT_LOOP_DELAY_MAX_MS = 1000;
+const tickIntervalMs = 100;
+/** A stall stays visible for this long, so a probe that arrives just after it still sees it. */
+const windowTicks = 10;
+
+/**
+ * Measures how late a 100 ms timer fires. The reading is the worst lateness of the last second,
+ * or the time the loop has been blocked right now, whichever is larger.
+ */
+export function startEventLoopMonitor(): { delayMs: () => number; stop: () => void } {
+  const recent: number[] = [];
+  let lastTick = performance.now();
+  const timer = setInterval(() => {
+    const now = performance.now();
+    recent.push(Math.max(0, now - lastTick - tickIntervalMs));
+    if (recent.length > windowTicks) recent.shift();
+    lastTick = now;
+  }, tickIntervalMs);
+  timer.unref();
+  return {
+    delayMs: () => Math.max(0, ...recent, performance.now() - lastTick - tickIntervalMs),
+    stop: () => clearInterval(timer),
+  };
+}
+
+const HealthOk = Type.Object({ status: Type.Literal('ok'), version: Type.String(), timestamp: Type.String() });
+const HealthKo = Type.Object({ status: Type.Literal('ko'), message: Type.String() });
+
+export function healthRoutes(app: FastifyInstance, deps: { sql: Sql; ledger: Ledger; version: string; eventLoopDelayMs: () => number }) {
+  app.get(
+    '/health',
+    { config: { auth: 'none' }, schema: { tags: ['health'], security: [], response: { 200: HealthOk, 503: HealthKo } } },
+    async (request, reply) => {
+      // The ledger first: when it is down, that is the cause worth reporting.
+      try {
+        await deps.ledger.lookupAccounts(deps.sql, []);
+      } catch (error) {
+        request.log.error({ err: error }, 'ledger look-up failed');
+        return reply.status(503).send({ status: 'ko', message: 'Ledger unavailable' });
+      }
+      if (deps.eventLoopDelayMs() > EVENT_LOOP_DELAY_MAX_MS) {
+        return reply.status(503).send({ status: 'ko', message: 'Service under pressure' });
+      }
+      return { status: 'ok' as const, version: deps.version, timestamp: new Date().toISOString() };
+    },
+  );
+}

@@ -1,0 +1,190 @@
+import type { ServerResponse } from 'node:http';
+import type { FastifyInstance } from 'fastify';
+import Type from 'typebox';
+import type { Broker } from '../../adapters/broker.js';
+import type { Database } from '../../adapters/database.js';
+import { apiError } from '../../domain/errors.js';
+import type { Intent } from '../../domain/intents/intent-store.js';
+import { intentChannel } from '../../domain/intents/status-publisher.js';
+import { FINAL_STATUSES, type IntentStatus } from '../../domain/model.js';
+import { isIntentStatus } from '../../domain/intents/state-machine.js';
+import { ErrorResponse, Uuid } from '../schemas.js';
+import { ownIntent } from './intents.js';
+
+/** A comment line this often keeps proxies and load balancers from closing an idle stream. */
+export const STREAM_HEARTBEAT_INTERVAL_MS = 15_000;
+/**
+ * A stream ends after this long even if the intent is still moving (a PSPX payout in
+ * MANUAL_REVIEW can wait for days). The client reconnects, possibly to another instance, and the
+ * first event of the new stream tells it the current status, so nothing is lost.
+ */
+export const STREAM_LIFETIME_MAX_MS = 30 * 60_000;
+
+export interface IntentStreamDeps {
+  readonly db: Database;
+  readonly broker: Broker;
+  readonly heartbeatIntervalMs?: number;
+  readonly lifetimeMaxMs?: number;
+  /** Open-stream gauge; absent in tests that build the route alone. */
+  readonly openStreams?: { inc(): void; dec(): void };
+}
+
+interface StatusMessage {
+  readonly intentId: string;
+  readonly status: IntentStatus;
+  readonly updatedAt: string;
+}
+
+/**
+ * Every allowed transition goes up this order (state-machine.ts), so a message whose rank is not
+ * above the last one sent is a duplicate or arrived out of order: the client already knows better.
+ */
+const STATUS_RANK: Readonly<Record<IntentStatus, number>> = {
+  CREATED: 0,
+  VALIDATED: 1,
+  AUTHORIZED: 2,
+  SETTLING: 3,
+  MANUAL_REVIEW: 4,
+  SETTLED: 5,
+  FAILED: 5,
+  CANCELED: 5,
+  EXPIRED: 5,
+};
+
+const isFinal = (status: IntentStatus) => FINAL_STATUSES.includes(status);
+
+function parseMessage(raw: string, intentId: string): StatusMessage | null {
+  try {
+    const value = JSON.parse(raw) as Partial<Record<keyof StatusMessage, unknown>>;
+    if (value.intentId !== intentId || typeof value.status !== 'string' || !isIntentStatus(value.status)) return null;
+    if (typeof value.updatedAt !== 'string') return null;
+    return { intentId, status: value.status, updatedAt: value.updatedAt };
+  } catch {
+    return null;
+  }
+}
+
+const IdParams = Type.Object({ id: Uuid });
+
+const STREAM_DESCRIPTION =
+  'Server-Sent Events. The first event is the current status; then one `event: status` per transition, ' +
+  'each with `data: {"intentId","status","updatedAt"}`. The stream ends after a final status (SETTLED, FAILED, ' +
+  `CANCELED, EXPIRED), after ${STREAM_LIFETIME_MAX_MS / 60_000} minutes (reconnect: the first event tells the status), ` +
+  `or at shutdown. A comment line is sent every ${STREAM_HEARTBEAT_INTERVAL_MS / 1000} s.`;
+
+/** GET /intents/{id}/stream: the live status messages of one intent of the calling service. */
+export function intentStreamRoutes(app: FastifyInstance, deps: IntentStreamDeps): void {
+  const heartbeatIntervalMs = deps.heartbeatIntervalMs ?? STREAM_HEARTBEAT_INTERVAL_MS;
+  const lifetimeMaxMs = deps.lifetimeMaxMs ?? STREAM_LIFETIME_MAX_MS;
+  /** Open streams end at shutdown; otherwise the server would wait for them before closing. */
+  const open = new Set<() => void>();
+  app.addHook('preClose', async () => {
+    for (const end of [...open]) end();
+  });
+
+  app.get(
+    '/intents/:id/stream',
+    {
+      schema: {
+        tags: ['intents'],
+        summary: 'Live status of an intent of the calling service (Server-Sent Events)',
+        description: STREAM_DESCRIPTION,
+        params: IdParams,
+        response: {
+          200: { description: 'text/event-stream', content: { 'text/event-stream': { schema: Type.String() } } },
+          401: ErrorResponse,
+          404: ErrorResponse,
+          503: ErrorResponse,
+        },
+      },
+    },
+    async (request, reply) => {
+      const { id } = request.params as { id: string };
+      // Subscribe first, then read: a transition between the two is queued, not lost.
+      const queued: StatusMessage[] = [];
+      let deliver: ((message: StatusMessage) => void) | null = null;
+      let unsubscribe: () => Promise<void>;
+      try {
+        unsubscribe = await deps.broker.subscribe(intentChannel(id), (raw) => {
+          const message = parseMessage(raw, id);
+          if (message === null) return;
+          if (deliver === null) queued.push(message);
+          else deliver(message);
+        });
+      } catch (error) {
+        request.log.error({ err: error, traceId: id }, 'live status subscription failed');
+        throw apiError('SERVICE_UNAVAILABLE', 'live status broker unavailable');
+      }
+      let current: Intent;
+      try {
+        current = await ownIntent(deps, request, id);
+      } catch (error) {
+        await unsubscribe();
+        throw error;
+      }
+
+      reply.hijack();
+      // A client that left during the read has already fired its 'close': nothing would end the stream.
+      if (request.raw.socket.destroyed) {
+        await unsubscribe();
+        return reply;
+      }
+      const stream = openStream(reply.raw, { heartbeatIntervalMs, lifetimeMaxMs }, () => {
+        open.delete(stream.end);
+        deps.openStreams?.dec();
+        unsubscribe().catch((error: unknown) => request.log.warn({ err: error, traceId: id }, 'live status unsubscribe failed'));
+      });
+      open.add(stream.end);
+      deps.openStreams?.inc();
+
+      let lastRank = -1;
+      deliver = (message) => {
+        if (STATUS_RANK[message.status] <= lastRank) return;
+        lastRank = STATUS_RANK[message.status];
+        stream.send(message);
+        if (isFinal(message.status)) stream.end();
+      };
+      deliver({ intentId: id, status: current.status, updatedAt: current.updatedAt.toISOString() });
+      for (const message of queued.splice(0)) deliver(message);
+      return reply;
+    },
+  );
+}
+
+interface OpenStream {
+  send(message: StatusMessage): void;
+  /** Ends the response once; safe to call again or after the client left. */
+  end(): void;
+}
+
+function openStream(raw: ServerResponse, limits: { heartbeatIntervalMs: number; lifetimeMaxMs: number }, onEnd: () => void): OpenStream {
+  raw.writeHead(200, {
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache, no-transform',
+    connection: 'keep-alive',
+    // nginx buffers responses by default, which would hold events back.
+    'x-accel-buffering': 'no',
+  });
+  // Comment line: makes the headers and the stream visible to the client at once.
+  raw.write(': stream open\n\n');
+  let ended = false;
+  const heartbeat = setInterval(() => raw.write(': heartbeat\n\n'), limits.heartbeatIntervalMs);
+  const lifetime = setTimeout(() => end(), limits.lifetimeMaxMs);
+  const end = () => {
+    if (ended) return;
+    ended = true;
+    clearInterval(heartbeat);
+    clearTimeout(lifetime);
+    if (!raw.writableEnded) raw.end();
+    onEnd();
+  };
+  // The client went away (or the socket broke): stop the timers and the subscription.
+  raw.on('close', end);
+  return {
+    send(message) {
+      if (ended) return;
+      raw.write(`event: status\ndata: ${JSON.stringify(message)}\n\n`);
+    },
+    end,
+  };
+}

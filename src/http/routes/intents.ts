@@ -1,0 +1,214 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import Type from 'typebox';
+import { apiError } from '../../domain/errors.js';
+import { type IntentDeps, createIntent } from '../../domain/intents/create-intent.js';
+import type { IntentRequest } from '../../domain/intents/intent-request.js';
+import { findIntent, type Intent, listEvents } from '../../domain/intents/intent-store.js';
+import { calculateFees } from '../../domain/intents/fee-calculation.js';
+import { OPERATION_TYPES } from '../../domain/model.js';
+import { callerKey, requireUserId } from '../plugins/auth.js';
+import { Money, responses, Uuid, UuidV4 } from '../schemas.js';
+
+const Currency = Type.String({ minLength: 3, maxLength: 3, pattern: '^[A-Z]{3}$', default: 'THB' });
+const PositiveAmount = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'satang' });
+const AccountNameField = Type.String({ minLength: 1, maxLength: 100 });
+
+export const IntentBody = Type.Object(
+  {
+    idempotencyKey: UuidV4,
+    operationType: Type.Enum(OPERATION_TYPES),
+    amount: PositiveAmount,
+    currency: Type.Optional(Currency),
+    metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { default: {} })),
+    fromAccountName: Type.Optional(AccountNameField),
+    toAccountName: Type.Optional(AccountNameField),
+    toLedgerAccountId: Type.Optional(Uuid),
+    fromName: Type.Optional(Type.String({ maxLength: 255 })),
+    toName: Type.Optional(Type.String({ maxLength: 255 })),
+    comment: Type.Optional(Type.String({ maxLength: 500 })),
+    live: Type.Optional(Type.Boolean()),
+    externalRef: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    recipientUserId: Type.Optional(Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })),
+  },
+  { additionalProperties: false },
+);
+
+const Status = Type.String({ description: 'one of the 9 intent statuses' });
+
+const IntentCreated = Type.Object({
+  intentId: Uuid,
+  status: Status,
+  channel: Type.String(),
+  amount: Type.Optional(Money),
+  currency: Type.Optional(Type.String()),
+  preFeeAmount: Money,
+  postFeeAmount: Money,
+  requiresMonitoring: Type.Boolean(),
+  createdAt: Type.String(),
+  expiresAt: Type.Optional(Type.String()),
+  qrSignature: Type.Optional(Type.String()),
+  version: Type.Integer(),
+});
+
+const IntentView = Type.Object({
+  intentId: Uuid,
+  status: Status,
+  operationType: Type.String(),
+  channel: Type.String(),
+  amount: Money,
+  currency: Type.String(),
+  preFeeAmount: Money,
+  postFeeAmount: Money,
+  fromAccount: Type.Union([Type.String(), Type.Null()]),
+  toAccount: Type.String(),
+  failureReason: Type.Union([Type.String(), Type.Null()]),
+  version: Type.Integer(),
+  createdAt: Type.String(),
+  updatedAt: Type.String(),
+});
+
+const IntentEventView = Type.Object({
+  id: Type.Integer(),
+  statusFrom: Type.Union([Type.String(), Type.Null()]),
+  statusTo: Type.String(),
+  reason: Type.Union([Type.String(), Type.Null()]),
+  payload: Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.Null()]),
+  createdAt: Type.String(),
+});
+
+const IdParams = Type.Object({ id: Uuid });
+
+export function createdView(intent: Intent, replayed: boolean) {
+  return {
+    intentId: intent.id,
+    status: intent.status,
+    channel: intent.channel,
+    ...(replayed ? { amount: intent.amount.toString(), currency: intent.currency } : {}),
+    preFeeAmount: intent.preFeeAmount.toString(),
+    postFeeAmount: intent.postFeeAmount.toString(),
+    requiresMonitoring: intent.status === 'AUTHORIZED' && intent.channel === 'PSPX_TRANSFER',
+    createdAt: intent.createdAt.toISOString(),
+    ...(intent.expiresAt === null ? {} : { expiresAt: intent.expiresAt.toISOString() }),
+    ...(intent.qrSignature === null ? {} : { qrSignature: Buffer.from(intent.qrSignature).toString('base64url') }),
+    version: intent.version,
+  };
+}
+
+function intentView(intent: Intent) {
+  return {
+    intentId: intent.id,
+    status: intent.status,
+    operationType: intent.operationType,
+    channel: intent.channel,
+    amount: intent.amount.toString(),
+    currency: intent.currency,
+    preFeeAmount: intent.preFeeAmount.toString(),
+    postFeeAmount: intent.postFeeAmount.toString(),
+    fromAccount: intent.fromAccountName,
+    toAccount: intent.toAccountName,
+    failureReason: intent.failureReason,
+    version: intent.version,
+    createdAt: intent.createdAt.toISOString(),
+    updatedAt: intent.updatedAt.toISOString(),
+  };
+}
+
+/** Tenant isolation: another service's intent is indistinguishable from a missing one. */
+export async function ownIntent(deps: Pick<IntentDeps, 'db'>, request: FastifyRequest, id: string): Promise<Intent> {
+  const intent = await findIntent(deps.db, id);
+  if (intent === null || intent.serviceId !== request.caller.serviceId) throw apiError('NOT_FOUND', 'intent not found');
+  return intent;
+}
+
+export function intentRoutes(app: FastifyInstance, deps: IntentDeps) {
+  app.post(
+    '/intents',
+    {
+      schema: {
+        tags: ['intents'],
+        summary: 'Create a payment intent (201), or replay one by its idempotency key (200)',
+        body: IntentBody,
+        response: responses({ 200: IntentCreated, 201: IntentCreated }, [400, 401, 403, 409, 422, 500]),
+      },
+    },
+    async (request, reply) => {
+      const key = callerKey(request);
+      const actor = requireUserId(request, 'BAD_REQUEST');
+      const body = request.body as IntentRequest;
+      const answer = await createIntent(deps, {
+        serviceId: key.serviceId,
+        permissions: key.permissions,
+        actor,
+        request: { ...body, currency: body.currency ?? 'THB', metadata: body.metadata ?? {} },
+        log: request.log,
+        config: request.configSnapshot,
+      });
+      // From here on the request's own log lines (the response line too) carry the intent id.
+      request.log = request.log.child({ traceId: answer.intent.id });
+      reply.log = request.log;
+      reply.status(answer.replayed ? 200 : 201);
+      return createdView(answer.intent, answer.replayed);
+    },
+  );
+
+  app.post(
+    '/intents/quote',
+    {
+      config: { validationDetails: true },
+      schema: {
+        tags: ['intents'],
+        summary: 'Fee preview: no write',
+        body: Type.Object(
+          {
+            operationType: Type.Enum(OPERATION_TYPES.filter((t) => t !== 'NFC_CHARGE')),
+            amount: PositiveAmount,
+            currency: Type.Optional(Currency),
+            metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { default: {} })),
+          },
+          { additionalProperties: false },
+        ),
+        response: responses(
+          { 200: Type.Object({ fee: Money, totalCharge: Money, breakdown: Type.Array(Type.Object({ account: Type.String(), amount: Money })) }) },
+          [401, 422],
+        ),
+      },
+    },
+    async (request) => {
+      const body = request.body as { operationType: string; amount: number; currency?: string; metadata?: Record<string, unknown> };
+      const amount = BigInt(body.amount);
+      const fees = await calculateFees(deps.db, deps.fees, {
+        operationType: body.operationType,
+        amount,
+        currency: body.currency ?? 'THB',
+        metadata: body.metadata ?? {},
+      });
+      return {
+        fee: fees.preFee.toString(),
+        totalCharge: (amount + fees.preFee).toString(),
+        breakdown: fees.preSplits.map((split) => ({ account: split.account, amount: split.amount.toString() })),
+      };
+    },
+  );
+
+  app.get(
+    '/intents/:id',
+    { schema: { tags: ['intents'], summary: 'Read an intent of the calling service', params: IdParams, response: responses({ 200: IntentView }, [401, 404]) } },
+    async (request) => intentView(await ownIntent(deps, request, (request.params as { id: string }).id)),
+  );
+
+  app.get(
+    '/intents/:id/events',
+    {
+      schema: {
+        tags: ['intents'],
+        summary: 'Audit trail of an intent, oldest first',
+        params: IdParams,
+        response: responses({ 200: Type.Object({ events: Type.Array(IntentEventView) }) }, [401, 404]),
+      },
+    },
+    async (request) => {
+      const intent = await ownIntent(deps, request, (request.params as { id: string }).id);
+      return { events: await listEvents(deps.db, intent.id) };
+    },
+  );
+}

@@ -1,0 +1,148 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import Type from 'typebox';
+import { ApiError } from '../../domain/errors.js';
+import { cancelInvoice, DEFAULT_CANCEL_REASON } from '../../domain/intents/cancel-invoice.js';
+import { confirmInvoice } from '../../domain/intents/confirm-invoice.js';
+import type { IntentDeps } from '../../domain/intents/create-intent.js';
+import { requireUserId } from '../plugins/auth.js';
+import { Money, responses, Uuid } from '../schemas.js';
+
+/**
+ * R29: on confirm and cancel a missing or malformed X-User-Id is 400 VALIDATION_ERROR, while the
+ * catalogue's VALIDATION_ERROR is 422 everywhere else; the only such pairing, so it lives here.
+ */
+class HeaderValidationError extends ApiError {
+  override readonly statusCode = 400;
+  constructor(message: string) {
+    super('VALIDATION_ERROR', message);
+  }
+}
+
+function actorOf(request: FastifyRequest): number {
+  try {
+    return requireUserId(request, 'VALIDATION_ERROR');
+  } catch (error) {
+    if (error instanceof ApiError) throw new HeaderValidationError(error.message);
+    throw error;
+  }
+}
+
+/** If-Match carries the version as an integer; the quoted ETag form `"3"` is accepted too. */
+function expectedVersionOf(request: FastifyRequest): number | null {
+  const raw = request.headers['if-match'];
+  if (raw === undefined) return null;
+  const match = typeof raw === 'string' ? /^\s*(?:W\/)?"?(0|[1-9][0-9]{0,9})"?\s*$/.exec(raw) : null;
+  if (match?.[1] === undefined || Number(match[1]) > 2 ** 31 - 1) throw new HeaderValidationError('If-Match must be an integer version');
+  return Number(match[1]);
+}
+
+const IdParams = Type.Object({ id: Uuid });
+
+const ConfirmBody = Type.Object(
+  {
+    payerLedgerAccountId: Uuid,
+    payerUserId: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }),
+    idempotencyKey: Uuid,
+  },
+  { additionalProperties: false },
+);
+
+const ConfirmResult = Type.Object({
+  intentId: Uuid,
+  status: Type.String({ description: 'SETTLED, or FAILED when the payer lacks funds, a limit blocks or the ledger refuses the settlement' }),
+  channel: Type.String(),
+  createdAt: Type.String(),
+  version: Type.Integer(),
+  replayed: Type.Boolean(),
+});
+
+const CancelBody = Type.Object({ reason: Type.Optional(Type.String({ minLength: 1, maxLength: 50 })) }, { additionalProperties: false });
+
+const CancelResult = Type.Object({
+  intentId: Uuid,
+  status: Type.Literal('CANCELED'),
+  channel: Type.String(),
+  preFeeAmount: Money,
+  postFeeAmount: Money,
+  requiresMonitoring: Type.Boolean(),
+  createdAt: Type.String(),
+});
+
+/** Two-phase merchant invoices: the payer's confirm and the issuer's cancel. */
+export function invoiceRoutes(app: FastifyInstance, deps: IntentDeps) {
+  app.post(
+    '/intents/:id/confirm',
+    {
+      config: { validationStatus: 400 },
+      schema: {
+        tags: ['invoices'],
+        summary: 'Pay a merchant invoice: SETTLED, or FAILED (200) when the payer lacks funds or a limit blocks',
+        params: IdParams,
+        body: ConfirmBody,
+        response: responses({ 200: ConfirmResult }, [400, 401, 404, 409, 500]),
+      },
+    },
+    async (request) => {
+      const actor = actorOf(request);
+      const expectedVersion = expectedVersionOf(request);
+      const body = request.body as { payerLedgerAccountId: string; payerUserId: number; idempotencyKey: string };
+      const answer = await confirmInvoice(deps, {
+        serviceId: request.caller.serviceId,
+        intentId: (request.params as { id: string }).id,
+        actor,
+        expectedVersion,
+        payerLedgerAccountId: body.payerLedgerAccountId,
+        payerUserId: body.payerUserId,
+        idempotencyKey: body.idempotencyKey.toLowerCase(),
+        log: request.log,
+      });
+      const { intent } = answer;
+      return {
+        intentId: intent.id,
+        status: intent.status,
+        channel: intent.channel,
+        createdAt: intent.createdAt.toISOString(),
+        version: intent.version,
+        replayed: answer.replayed,
+      };
+    },
+  );
+
+  app.post(
+    '/intents/:id/cancel',
+    {
+      // The body is optional, but a schema would refuse a missing one; the route's own hook runs
+      // after the signature check, which has already covered the empty raw body.
+      preValidation: async (request) => {
+        request.body ??= {};
+      },
+      schema: {
+        tags: ['invoices'],
+        summary: 'Cancel an unconfirmed merchant invoice (the issuer, or X-User-Id 0)',
+        params: IdParams,
+        body: CancelBody,
+        response: responses({ 200: CancelResult }, [400, 401, 403, 404, 409, 422]),
+      },
+    },
+    async (request) => {
+      const actor = actorOf(request);
+      const body = request.body as { reason?: string };
+      const intent = await cancelInvoice(deps, {
+        serviceId: request.caller.serviceId,
+        intentId: (request.params as { id: string }).id,
+        actor,
+        reason: body.reason ?? DEFAULT_CANCEL_REASON,
+        log: request.log,
+      });
+      return {
+        intentId: intent.id,
+        status: 'CANCELED' as const,
+        channel: intent.channel,
+        preFeeAmount: '0',
+        postFeeAmount: '0',
+        requiresMonitoring: false,
+        createdAt: intent.createdAt.toISOString(),
+      };
+    },
+  );
+}

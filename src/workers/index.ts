@@ -1,0 +1,108 @@
+import type { Broker } from '../adapters/broker.js';
+import type { Database } from '../adapters/database.js';
+import type { WorkerMetrics } from '../adapters/metrics.js';
+import type { PspxClient } from '../adapters/pspx/pspx-client.js';
+import type { Config } from '../config.js';
+import { StatusPublisher } from '../domain/intents/status-publisher.js';
+import type { Logger } from '../domain/logger.js';
+import type { Ledger } from '../ledger/ledger.js';
+import { BALANCE_MONITOR_DEFAULTS, createBalanceMonitor } from './balance-monitor.js';
+import { startLoop } from './loop.js';
+import { createOutboxWorker, OUTBOX_DEFAULTS } from './outbox-worker.js';
+import { createPspWorker, type PspWorkerSettings } from './psp-worker.js';
+import { reconcileStuckIntents } from './reconciliation.js';
+
+export interface WorkersDeps {
+  readonly config: Config;
+  readonly db: Database;
+  readonly ledger: Ledger;
+  readonly pspx: PspxClient;
+  readonly broker: Broker;
+  readonly log: Logger;
+  /** For the two settings that are not in Config yet (see workerEnvSettings). */
+  readonly env?: NodeJS.ProcessEnv;
+  /** The process's metrics (the app's registry), so /metrics shows the workers' counters. */
+  readonly metrics?: WorkerMetrics;
+}
+
+export interface RunningWorkers {
+  /** Stops every timer, waits for the runs in progress (a PSP step, an outbox job), then resigns the outbox leadership. */
+  stop(): Promise<void>;
+}
+
+const PSP_BATCH_SIZE_MAX = 10;
+/** Covers one PSP step: a provider call of 3 attempts × 3000 ms plus backoff, with room to spare. */
+const PSP_LEASE_MS_DEFAULT = 30_000;
+/** After an unknown answer the step waits this many worker intervals. */
+const PSP_RETRY_INTERVALS = 5;
+/** A confirm needs this much of the reservation's lifetime left (capped at half of it). */
+const CONFIRM_MARGIN_S_MAX = 300;
+
+/**
+ * PSP_LEASE_MS and LOW_PARTNER_BALANCE_FLOOR (satang) are read here until they join Config; the
+ * rest of the workers' settings are DECISIONS §2's.
+ */
+export function workerEnvSettings(env: NodeJS.ProcessEnv): { pspLeaseMs: number; lowBalanceFloor: bigint } {
+  const read = (name: string, fallback: bigint): bigint => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return fallback;
+    if (!/^[0-9]{1,18}$/.test(raw)) throw new Error(`${name} must be a non-negative integer (got ${raw})`);
+    return BigInt(raw);
+  };
+  const pspLeaseMs = Number(read('PSP_LEASE_MS', BigInt(PSP_LEASE_MS_DEFAULT)));
+  if (pspLeaseMs < 1) throw new Error('PSP_LEASE_MS must be at least 1');
+  return { pspLeaseMs, lowBalanceFloor: read('LOW_PARTNER_BALANCE_FLOOR', BALANCE_MONITOR_DEFAULTS.lowBalanceFloor) };
+}
+
+export function pspWorkerSettings(config: Config, leaseMs: number): PspWorkerSettings {
+  return {
+    batchSizeMax: PSP_BATCH_SIZE_MAX,
+    leaseMs,
+    inquiriesMax: config.pspMaxInquiries,
+    // One status inquiry per intent per tick.
+    inquiryDelayMs: config.pspWorkerIntervalMs,
+    retryDelayMs: config.pspWorkerIntervalMs * PSP_RETRY_INTERVALS,
+    ledgerPendingTimeoutS: config.ledgerPendingTimeoutS,
+    confirmMarginS: Math.min(CONFIRM_MARGIN_S_MAX, Math.floor(config.ledgerPendingTimeoutS / 2)),
+  };
+}
+
+/**
+ * Startup reconciliation first (before anything else can pick the intents up), then the PSP
+ * worker, the outbox worker (leader or standby) and the balance monitor on their intervals.
+ * The invoice expiry sweep is started on its own (src/workers/expiry-sweep.ts).
+ */
+export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
+  const { config, db, ledger, pspx, log } = deps;
+  const env = workerEnvSettings(deps.env ?? process.env);
+  const publisher = new StatusPublisher(deps.broker, log);
+
+  try {
+    await reconcileStuckIntents({ db, ledger, publisher, log: log.child({ worker: 'reconciliation' }), ageS: config.reconcileAgeS });
+  } catch (error) {
+    // Not fatal: the API already listens, and the stuck intents are still there at the next start.
+    log.error({ event: 'reconciliation_failed', err: error }, 'startup reconciliation failed; the workers start anyway');
+  }
+
+  const metrics = deps.metrics === undefined ? {} : { metrics: deps.metrics };
+  const psp = createPspWorker({ db, pspx, log: log.child({ worker: 'psp' }), settings: pspWorkerSettings(config, env.pspLeaseMs), ...metrics });
+  const outbox = createOutboxWorker({ db, ledger, publisher, log: log.child({ worker: 'outbox' }), settings: OUTBOX_DEFAULTS, ...metrics });
+  const monitor = createBalanceMonitor({
+    db,
+    ledger,
+    pspx,
+    log: log.child({ worker: 'balance-monitor' }),
+    settings: { ...BALANCE_MONITOR_DEFAULTS, driftThreshold: config.balanceDriftThreshold, lowBalanceFloor: env.lowBalanceFloor },
+  });
+  const loops = [
+    startLoop('psp-worker', config.pspWorkerIntervalMs, () => psp.runOnce(), log),
+    startLoop('outbox-worker', config.outboxIntervalMs, () => outbox.runOnce(), log),
+    startLoop('balance-monitor', config.balanceMonitorIntervalMs, () => monitor.runOnce(), log),
+  ];
+  return {
+    async stop() {
+      await Promise.all(loops.map((loop) => loop.stop()));
+      await outbox.stop();
+    },
+  };
+}
