@@ -1,0 +1,172 @@
+import { existsSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { StatusPublisher } from '../../src/domain/intents/status-publisher.js';
+import { createOutboxWorker, OUTBOX_DEFAULTS, type OutboxWorker } from '../../src/workers/outbox-worker.js';
+import { createPspWorker, type PspWorker } from '../../src/workers/psp-worker.js';
+import { createPspxClient } from '../../src/adapters/pspx/pspx-client.js';
+import { startTestApp, type TestApp } from '../support/app.js';
+import { expectLedgerInvariants } from '../support/invariants.js';
+import { balance, createUser, topUp } from '../support/payments.js';
+import { captureLogger, drain, intentOf, payout, registerIpps, testPspSettings } from '../support/workers.js';
+
+/** Debian's chromium (`apt-get install -y chromium`; .ci/run installs it). Playwright's own browser download does not work here. */
+const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const SCREENSHOT_PATH = fileURLToPath(new URL('../../docs/console.png', import.meta.url));
+const ADMIN_TOKEN = 'test-admin-token';
+const USER = 701;
+const WALLET = `user.${USER}.THB`;
+/** Long enough for the page's 2 s poll to see a change, short enough to fail fast when it never does. */
+const UI_TIMEOUT_MS = 10_000;
+/**
+ * Flags for a root user on a machine without a display or outside network: no sandbox (root),
+ * no GPU, and none of Chromium's own background connections (refused here, and slow to fail).
+ */
+const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+
+let t: TestApp;
+let baseUrl: string;
+let browser: Browser;
+let psp: PspWorker;
+let outbox: OutboxWorker;
+
+beforeAll(async () => {
+  // A missing browser must fail the run, not skip it: CI would then prove nothing about the console.
+  if (!existsSync(CHROMIUM_PATH)) {
+    throw new Error(`Chromium not found at ${CHROMIUM_PATH}: install it with \`apt-get install -y chromium\` (.ci/run does) or set CHROMIUM_PATH`);
+  }
+  // 200 ms: the simulator's held confirm (receiver …9998) becomes a client-side time-out quickly.
+  t = await startTestApp({ pspx: { timeoutMs: 200 } });
+  await t.app.listen({ port: 0, host: '127.0.0.1' });
+  baseUrl = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+  const log = captureLogger();
+  const client = createPspxClient({ baseUrl: t.pspxSimulator.url, timeoutMs: 200, backoffBaseMs: 1, backoffCapMs: 5 });
+  psp = createPspWorker({ db: t.db, pspx: client, log, settings: testPspSettings });
+  outbox = createOutboxWorker({ db: t.db, ledger: t.ledger, publisher: new StatusPublisher(t.broker, log), log, settings: { ...OUTBOX_DEFAULTS, backoffBaseMs: 1 } });
+  await createUser(t, USER);
+  await registerIpps(t, USER);
+  await topUp(t, USER, 1_000_000);
+  // launch() gives every run a fresh temporary profile (its own --user-data-dir), removed on close.
+  browser = await chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: CHROMIUM_ARGS });
+});
+afterAll(async () => {
+  await browser?.close();
+  await outbox?.stop();
+  await t?.close();
+});
+afterEach(async () => expectLedgerInvariants(t.db));
+
+/** A page whose script errors, CSP refusals and failed requests are collected, and which has signed in with the token. */
+async function signedInPage(): Promise<{ page: Page; problems: string[]; urls: string[] }> {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
+  page.setDefaultTimeout(UI_TIMEOUT_MS);
+  const problems: string[] = [];
+  const urls: string[] = [];
+  page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+  page.on('console', (message) => {
+    if (message.type() === 'error') problems.push(`console error: ${message.text()}`);
+  });
+  page.on('request', (request) => urls.push(request.url()));
+  page.on('response', (response) => {
+    if (response.status() >= 400) problems.push(`HTTP ${response.status()} ${response.url()}`);
+  });
+  await page.goto(`${baseUrl}/console`);
+  await page.getByLabel('Admin token').fill(ADMIN_TOKEN);
+  await page.getByRole('button', { name: 'Open console' }).click();
+  await page.getByRole('navigation', { name: 'Sections' }).waitFor();
+  return { page, problems, urls };
+}
+
+describe('operator console in Chromium', () => {
+  it('resolves a MANUAL_REVIEW payout CONFIRMED from the queue and shows it settle, with the SETTLED audit row', async () => {
+    const id = await payout(t, USER, '0812349998', 2000);
+    await drain(psp, outbox);
+    expect((await intentOf(t, id)).status).toBe('MANUAL_REVIEW');
+
+    const { page, problems, urls } = await signedInPage();
+    try {
+      await page.getByRole('link', { name: 'Manual review' }).click();
+      const row = page.locator(`tr[data-intent-id="${id}"]`);
+      await row.getByRole('button', { name: 'Resolve CONFIRMED' }).click();
+      await row.getByRole('status').filter({ hasText: 'settlement queued' }).waitFor();
+
+      await row.getByRole('link', { name: 'Open intent' }).click();
+      const status = page.locator('#intent-status');
+      await status.filter({ hasText: 'MANUAL_REVIEW' }).waitFor();
+      // The resolution is an outbox job: the page must pick the settlement up on its own.
+      await drain(psp, outbox);
+      await status.filter({ hasText: 'SETTLED' }).waitFor();
+      const timeline = page.getByRole('table', { name: 'Audit timeline, oldest first' });
+      const settledRow = timeline.getByRole('row').filter({ hasText: 'MANUAL_REVIEW' }).filter({ hasText: 'SETTLED' });
+      await settledRow.waitFor();
+      expect(await settledRow.count()).toBe(1);
+      expect((await intentOf(t, id)).status).toBe('SETTLED');
+
+      // The README's picture is refreshed on request only, so a test run leaves the tree clean.
+      if (process.env.UPDATE_SCREENSHOT === '1') await page.screenshot({ path: SCREENSHOT_PATH, fullPage: true });
+      // The token travels in a header only: never in an address the browser requested.
+      expect(urls.filter((url) => url.includes(ADMIN_TOKEN))).toEqual([]);
+      expect(problems).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('resolves FAILED only with a reason, and the intent fails at once', async () => {
+    const id = await payout(t, USER, '0812359998', 1500);
+    await drain(psp, outbox);
+    const { page, problems } = await signedInPage();
+    try {
+      await page.goto(`${baseUrl}/console#/intents/${id}`);
+      const form = page.getByRole('form', { name: `Resolve intent ${id.slice(0, 8)}` });
+      await form.getByRole('button', { name: 'Resolve FAILED' }).click();
+      await form.getByRole('alert').filter({ hasText: 'Give a reason' }).waitFor();
+      expect((await intentOf(t, id)).status).toBe('MANUAL_REVIEW');
+
+      await form.getByLabel('Reason').fill('provider confirms no payment');
+      await form.getByRole('button', { name: 'Resolve FAILED' }).click();
+      await page.locator('#intent-status').filter({ hasText: 'FAILED' }).waitFor();
+      expect(await intentOf(t, id)).toMatchObject({ status: 'FAILED', failureReason: 'provider confirms no payment' });
+      await drain(psp, outbox);
+      expect(problems).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('looks an account up (balance and history) and shows the invariant audit passing', async () => {
+    const { page, problems } = await signedInPage();
+    try {
+      await page.getByRole('link', { name: 'Accounts' }).click();
+      await page.getByLabel('Account name or ledger id').fill(WALLET);
+      await page.getByRole('button', { name: 'Look up' }).click();
+      const satang = await balance(t, WALLET);
+      const shown = `${(satang / 100n).toLocaleString('en-US')}.${String(satang % 100n).padStart(2, '0')} THB`;
+      await page.locator('#account-balance').filter({ hasText: shown }).waitFor();
+      const history = page.getByRole('table', { name: 'Recent history, newest first' });
+      await history.getByRole('row').filter({ hasText: 'QP_TOPUP' }).waitFor();
+
+      await page.getByRole('link', { name: 'Invariant audit' }).click();
+      await page.getByRole('status').filter({ hasText: 'All invariants hold' }).waitFor();
+      expect(problems).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('a wrong token is refused on the sign-in form and nothing is kept', async () => {
+    const page = await browser.newPage();
+    page.setDefaultTimeout(UI_TIMEOUT_MS);
+    try {
+      await page.goto(`${baseUrl}/console`);
+      await page.getByLabel('Admin token').fill('not-the-token');
+      await page.getByRole('button', { name: 'Open console' }).click();
+      await page.getByRole('alert').filter({ hasText: 'UNAUTHORIZED' }).waitFor();
+      expect(await page.evaluate("sessionStorage.getItem('payorch.adminToken')")).toBeNull();
+    } finally {
+      await page.close();
+    }
+  });
+});

@@ -1,0 +1,310 @@
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createPayorchClient } from '../../src/client/index.js';
+import { type CliIo, EXIT, runCli } from '../../src/cli/main.js';
+import { startTestApp, type TestApp } from '../support/app.js';
+import { expectLedgerInvariants } from '../support/invariants.js';
+
+/** User ids of this file only: the payer lock is database-wide on a shared PostgreSQL server. */
+const [USER, OTHER] = [7201, 7202] as const;
+const MERCHANT = 7203;
+const WALLET = `user.${USER}.THB`;
+
+let t: TestApp;
+let url: string;
+
+beforeAll(async () => {
+  t = await startTestApp();
+  await t.app.listen({ port: 0, host: '127.0.0.1' });
+  url = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+});
+afterAll(async () => t?.close());
+afterEach(async () => expectLedgerInvariants(t.db));
+
+interface Run {
+  readonly code: number;
+  readonly out: string;
+  readonly err: string;
+}
+
+/** runCli in-process against the live listener, with the demo CONFIG_FILE's secrets (as the test app). */
+async function cli(argv: readonly string[], io: Partial<CliIo> = {}): Promise<Run> {
+  let out = '';
+  let err = '';
+  const code = await runCli(argv, {
+    out: (text) => void (out += text),
+    err: (text) => void (err += text),
+    env: { PAYORCH_URL: url },
+    sleep: async () => {},
+    ...io,
+  });
+  return { code, out, err };
+}
+
+const json = (run: Run): Record<string, unknown> => JSON.parse(run.out) as Record<string, unknown>;
+const wallet = '--service=wallet-api';
+
+async function topUp(amount: number): Promise<string> {
+  const run = await cli(['intents', 'create', '--type', 'QP_TOPUP', '--amount', String(amount), '--user', String(USER), wallet, '--json']);
+  expect(run.code, run.err).toBe(EXIT.OK);
+  return json(run).intentId as string;
+}
+
+async function issueInvoice(amount: number, live = false): Promise<string> {
+  const merchant = await cli(['accounts', 'create', String(MERCHANT), '--entity', 'merchant', '--service', 'admin-tool', '--json']);
+  expect(merchant.code, merchant.err).toBe(EXIT.OK);
+  const toLedgerAccountId = (json(merchant).primary as { ledgerAccountId: string }).ledgerAccountId;
+  const run = await cli(['intents', 'create', JSON.stringify({ operationType: 'INVOICE_PAYMENT', amount, toLedgerAccountId, live }), '--user', String(MERCHANT), wallet, '--json']);
+  expect(run.code, run.err).toBe(EXIT.OK);
+  expect(json(run).status).toBe('CREATED');
+  return json(run).intentId as string;
+}
+
+describe('accounts', () => {
+  it('create: a table by default, the wire JSON with --json; idempotent', async () => {
+    const human = await cli(['accounts', 'create', String(USER), wallet]);
+    expect(human).toMatchObject({ code: EXIT.OK, err: '' });
+    expect(human.out).toMatch(new RegExp(`^accountName\\s+${WALLET.replaceAll('.', '\\.')}\\nledgerAccountId\\s+[0-9a-f-]{36}\\n$`));
+    const again = await cli(['accounts', 'create', String(USER), wallet, '--json']);
+    expect(again.code).toBe(EXIT.OK);
+    expect(json(again)).toEqual({ accountName: WALLET, ledgerAccountId: expect.any(String) });
+  });
+
+  it('balance and history after a top-up', async () => {
+    await cli(['accounts', 'create', String(USER), wallet]);
+    const intentId = await topUp(10_000);
+    const balance = await cli(['accounts', 'balance', WALLET, wallet]);
+    expect(balance.code).toBe(EXIT.OK);
+    expect(balance.out).toContain(`accountName  ${WALLET}`);
+    expect(balance.out).toMatch(/balance\s+[0-9,]+\.[0-9]{2} THB/);
+    expect(json(await cli(['accounts', 'balance', WALLET, wallet, '--json']))).toMatchObject({ accountName: WALLET, currency: 'THB', balance: expect.stringMatching(/^[0-9]+$/) });
+
+    const history = await cli(['accounts', 'history', WALLET, '--limit', '1', wallet]);
+    expect(history.code).toBe(EXIT.OK);
+    const [header, rule, row, ...rest] = history.out.trimEnd().split('\n');
+    expect(header).toMatch(/^createdAt\s+operationType\s+direction\s+amount\s+fee\s+intentId$/);
+    expect(rule).toMatch(/^-+( +-+)+$/);
+    expect(row).toContain('QP_TOPUP');
+    expect(row).toContain('100.00 THB');
+    expect(row).toContain(intentId);
+    expect(rest).toEqual([]);
+    const machine = json(await cli(['accounts', 'history', WALLET, '--limit', '1', wallet, '--json']));
+    expect(machine.transactions).toEqual([expect.objectContaining({ intentId, direction: 'CREDIT', amount: '10000' })]);
+  });
+
+  it('history with a limit out of range is refused by the service: exit 1, the error on stderr', async () => {
+    const run = await cli(['accounts', 'history', WALLET, '--limit', '500', wallet]);
+    expect(run.code).toBe(EXIT.REFUSED);
+    expect(run.err).toMatch(/^payorch: 422 VALIDATION_ERROR: /);
+    expect(run.out).toBe('');
+  });
+});
+
+describe('intents', () => {
+  it('create, get, events', async () => {
+    await cli(['accounts', 'create', String(USER), wallet]);
+    await cli(['accounts', 'create', String(OTHER), wallet]);
+    await topUp(5_000);
+    const created = await cli(['intents', 'create', '--type', 'P2P_TRANSFER', '--amount', '1500', '--recipient', String(OTHER), '--comment', 'lunch', '--user', String(USER), wallet]);
+    expect(created.code, created.err).toBe(EXIT.OK);
+    expect(created.out).toMatch(/^status\s+SETTLED$/m);
+    const intentId = /^intentId\s+(\S+)$/m.exec(created.out)?.[1] ?? '';
+
+    const get = await cli(['intents', 'get', intentId, wallet]);
+    expect(get.code).toBe(EXIT.OK);
+    expect(get.out).toMatch(/^amount\s+15\.00 THB$/m);
+    expect(get.out).toMatch(new RegExp(`^to\\s+user\\.${OTHER}\\.THB$`, 'm'));
+    expect(json(await cli(['intents', 'get', intentId, wallet, '--json']))).toMatchObject({ intentId, status: 'SETTLED', amount: '1500' });
+
+    const events = await cli(['intents', 'events', intentId, wallet]);
+    expect(events.code).toBe(EXIT.OK);
+    expect(events.out.split('\n').slice(2, 6).map((line) => line.trim().split(/\s+/).slice(2, 4))).toEqual([
+      ['-', 'CREATED'],
+      ['CREATED', 'VALIDATED'],
+      ['VALIDATED', 'AUTHORIZED'],
+      ['AUTHORIZED', 'SETTLED'],
+    ]);
+    const machine = json(await cli(['intents', 'events', intentId, wallet, '--json']));
+    expect((machine.events as Array<{ statusTo: string }>).map((event) => event.statusTo)).toEqual(['CREATED', 'VALIDATED', 'AUTHORIZED', 'SETTLED']);
+  });
+
+  it('get of an unknown intent: exit 1; --json prints the error body', async () => {
+    const run = await cli(['intents', 'get', randomUUID(), wallet]);
+    expect(run.code).toBe(EXIT.REFUSED);
+    expect(run.err).toBe('payorch: 404 NOT_FOUND: intent not found\n');
+    const machine = await cli(['intents', 'get', randomUUID(), wallet, '--json']);
+    expect(machine.code).toBe(EXIT.REFUSED);
+    expect(json(machine)).toEqual({ error: 'NOT_FOUND', message: 'intent not found' });
+  });
+
+  it('create refused by the key: exit 1 with 403 FORBIDDEN', async () => {
+    const run = await cli(['intents', 'create', '--type', 'QP_TOPUP', '--amount', '100', '--user', String(USER), '--service', 'mobile-gateway']);
+    expect(run.code).toBe(EXIT.REFUSED);
+    expect(run.err).toMatch(/^payorch: 403 FORBIDDEN/);
+  });
+
+  it('watch of a settled intent prints SETTLED and exits 0 (stream, and --poll)', async () => {
+    await cli(['accounts', 'create', String(USER), wallet]);
+    const intentId = await topUp(100);
+    const streamed = await cli(['intents', 'watch', intentId, wallet]);
+    expect(streamed.code, streamed.err).toBe(EXIT.OK);
+    expect(streamed.out).toMatch(/^\S+Z {2}SETTLED\n$/);
+    const polled = await cli(['intents', 'watch', intentId, '--poll', wallet, '--json']);
+    expect(polled.code).toBe(EXIT.OK);
+    expect(polled.out.trimEnd().split('\n').map((line) => JSON.parse(line) as unknown)).toEqual([{ intentId, status: 'SETTLED', updatedAt: expect.any(String) }]);
+  });
+
+  /** Starts a watch with real waits, cancels the invoice once the watch runs, returns the watch's run. */
+  async function watchCancel(intentId: string, args: readonly string[]): Promise<Run> {
+    const watching = cli(['intents', 'watch', intentId, '--json', wallet, ...args], { sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)) });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const secret = t.secrets.get('wallet-api')?.[0] ?? '';
+    const cancel = await createPayorchClient({ baseUrl: url, serviceId: 'wallet-api', secret }).intents.cancel(intentId, {}, { userId: MERCHANT });
+    expect(cancel.status).toBe('CANCELED');
+    return watching;
+  }
+
+  const statuses = (run: Run) => run.out.trimEnd().split('\n').map((line) => (JSON.parse(line) as { status: string }).status);
+
+  it('watch of a live intent gets the transition from the stream, long before the next poll', async () => {
+    const run = await watchCancel(await issueInvoice(500, true), ['--interval-ms', '20000', '--timeout-s', '25']);
+    expect(run.code, run.err).toBe(EXIT.OK);
+    expect(statuses(run)).toEqual(['CREATED', 'CANCELED']);
+  });
+
+  it('watch of an intent without live messages: the polls see the transition (stream open, and --poll)', async () => {
+    for (const mode of [[], ['--poll']]) {
+      const run = await watchCancel(await issueInvoice(500), ['--interval-ms', '20', ...mode]);
+      expect(run.code, run.err).toBe(EXIT.OK);
+      expect(statuses(run)).toEqual(['CREATED', 'CANCELED']);
+    }
+  });
+
+  it('watch that outlives its timeout exits 3', async () => {
+    const intentId = await issueInvoice(400);
+    const run = await cli(['intents', 'watch', intentId, '--timeout-s', '1', '--interval-ms', '100', '--poll', wallet]);
+    expect(run.code).toBe(EXIT.SERVER);
+    expect(run.out).toMatch(/ {2}CREATED\n$/);
+    expect(run.err).toContain(`intent ${intentId} still CREATED`);
+  });
+});
+
+describe('quote, policies, admin, audit, call', () => {
+  it('quote: the fee, the total and the breakdown', async () => {
+    const run = await cli(['quote', '--type', 'WITHDRAWAL', '--amount', '5000', wallet]);
+    expect(run.code).toBe(EXIT.OK);
+    expect(run.out).toMatch(/^fee\s+10\.00 THB\ntotalCharge\s+60\.00 THB\n\naccount\s+amount\n/);
+    expect(run.out).toMatch(/system\.revenue\.THB\s+10\.00 THB\n$/);
+    expect(json(await cli(['quote', '--type', 'WITHDRAWAL', '--amount', '5000', wallet, '--json']))).toEqual({
+      fee: '1000',
+      totalCharge: '6000',
+      breakdown: [{ account: 'system.revenue.THB', amount: '1000' }],
+    });
+  });
+
+  it('policies evaluate', async () => {
+    const args = ['policies', 'evaluate', '--user', String(USER), '--amount', '100', '--channel', 'app', '--app', 'wallet', '--type', 'P2P_TRANSFER', wallet];
+    const run = await cli(args);
+    expect(run.code, run.err).toBe(EXIT.OK);
+    expect(run.out).toMatch(/^required\s+[A-Z_]+\nreasonCode\s+\S+\npolicyId\s+[0-9]+\ndailyCumulative\s+[0-9]+\nisNewPayee\s+false\n$/);
+    expect(json(await cli([...args, '--json']))).toMatchObject({ required: expect.any(String), context: { isNewPayee: false } });
+  });
+
+  it('admin resolve: 200 with previousStatus for a settled intent, 422 WRONG_STATUS (exit 1) for a CREATED one', async () => {
+    await cli(['accounts', 'create', String(USER), wallet]);
+    const settled = await topUp(100);
+    const run = await cli(['admin', 'resolve', settled, 'confirmed', '--service', 'admin-tool', '--json']);
+    expect(run.code, run.err).toBe(EXIT.OK);
+    expect(json(run)).toMatchObject({ intentId: settled, previousStatus: 'SETTLED', status: 'SETTLED' });
+
+    const invoice = await issueInvoice(300);
+    const refused = await cli(['admin', 'resolve', invoice, 'FAILED', '--reason', 'test', '--service', 'admin-tool']);
+    expect(refused.code).toBe(EXIT.REFUSED);
+    expect(refused.err).toMatch(/^payorch: 422 WRONG_STATUS/);
+    const forbidden = await cli(['admin', 'resolve', invoice, 'FAILED', wallet]);
+    expect([forbidden.code, forbidden.err.startsWith('payorch: 403 FORBIDDEN')]).toEqual([EXIT.REFUSED, true]);
+  });
+
+  it('audit: every invariant holds', async () => {
+    const run = await cli(['audit', '--service', 'admin-tool']);
+    expect(run.code, run.err).toBe(EXIT.OK);
+    expect(run.out).toMatch(/^ok: every invariant holds/);
+    expect(json(await cli(['audit', '--service', 'admin-tool', '--json']))).toMatchObject({ ok: true, violations: [] });
+  });
+
+  it('audit with violations exits 4 and lists them', async () => {
+    const fetchFinding: typeof fetch = async () =>
+      new Response(JSON.stringify({ ok: false, checkedAt: '2025-01-01T00:00:00.000Z', violations: [{ check: 'transit_balanced', account: 'system.transit.PSPX.THB', detail: 'net -5' }] }), {
+        status: 200,
+        headers: { 'content-type': 'application/json' },
+      });
+    const run = await cli(['audit', '--service', 'admin-tool'], { fetch: fetchFinding });
+    expect(run.code).toBe(EXIT.VIOLATIONS);
+    expect(run.out).toContain('1 violation(s)');
+    expect(run.out).toMatch(/transit_balanced\s+system\.transit\.PSPX\.THB\s+net -5/);
+  });
+
+  it('call: the README commands still work and print the status line', async () => {
+    const created = await cli(['call', 'POST', '/accounts', JSON.stringify({ userId: USER, currency: 'THB' }), wallet, '--user', String(USER)]);
+    expect(created.code).toBe(EXIT.OK);
+    expect(created.out).toMatch(/^20[01] (OK|Created)\n\{/);
+    const balance = await cli(['call', 'GET', `/accounts/${WALLET}/balance`, wallet]);
+    expect(balance.code).toBe(EXIT.OK);
+    expect(balance.out.split('\n')[0]).toBe('200 OK');
+    expect(JSON.parse(balance.out.slice(balance.out.indexOf('\n') + 1))).toMatchObject({ accountName: WALLET, currency: 'THB' });
+    const missing = await cli(['call', 'GET', `/intents/${randomUUID()}`, wallet]);
+    expect(missing.code).toBe(EXIT.REFUSED);
+    expect(missing.out.split('\n')[0]).toBe('404 Not Found');
+  });
+});
+
+describe('exit codes for what failed', () => {
+  it('2 for usage errors, before anything is sent', async () => {
+    const cases: Array<[readonly string[], RegExp]> = [
+      [['nonsense'], /unknown command: nonsense/],
+      [['intents', 'frobnicate'], /unknown command: intents frobnicate/],
+      [['accounts', 'balance', WALLET], /--service ID is required/],
+      [['accounts', 'balance', WALLET, '--service', 'nobody'], /no secret for service nobody/],
+      [['intents', 'create', '--type', 'QP_TOPUP', '--amount', '1', wallet], /needs --user N/],
+      [['intents', 'create', '--type', 'QP_TOPUP', '--amount', 'ten', '--user', '1', wallet], /--amount must be an integer/],
+      [['intents', 'create', '--type', 'NOPE', '--amount', '1', '--user', '1', wallet], /--type must be one of/],
+      [['intents', 'get', wallet], /usage: payorch intents get ID/],
+      [['accounts', 'balance', WALLET, wallet, '--bogus'], /Unknown option '--bogus'/],
+      [['intents', 'watch', randomUUID(), '--interval-ms', '1', wallet], /--interval-ms must be >= 10/],
+      [['admin', 'resolve', randomUUID(), 'MAYBE', wallet], /usage: payorch admin resolve/],
+      [['call', 'FETCH', '/health', wallet], /usage: payorch call/],
+    ];
+    for (const [argv, message] of cases) {
+      const run = await cli(argv);
+      expect(run.code, argv.join(' ')).toBe(EXIT.USAGE);
+      expect(run.err, argv.join(' ')).toMatch(message);
+      expect(run.out, argv.join(' ')).toBe('');
+    }
+  });
+
+  it('0 with the usage for help', async () => {
+    const run = await cli(['help']);
+    expect(run.code).toBe(EXIT.OK);
+    expect(run.out).toContain('payorch intents watch ID');
+  });
+
+  it('3 for a server error, after the retries', async () => {
+    let calls = 0;
+    const failing: typeof fetch = async () => {
+      calls += 1;
+      return new Response(JSON.stringify({ error: 'INTERNAL_ERROR', message: 'boom' }), { status: 500, headers: { 'content-type': 'application/json' } });
+    };
+    const run = await cli(['accounts', 'balance', WALLET, wallet], { fetch: failing });
+    expect(run.code).toBe(EXIT.SERVER);
+    expect(run.err).toBe('payorch: 500 INTERNAL_ERROR: boom\n');
+    expect(calls).toBe(3);
+  });
+
+  it('3 when the service cannot be reached; --json says UNREACHABLE', async () => {
+    const run = await cli(['accounts', 'balance', WALLET, wallet, '--url', 'http://127.0.0.1:1', '--json']);
+    expect(run.code).toBe(EXIT.SERVER);
+    expect(json(run)).toMatchObject({ error: 'UNREACHABLE' });
+    expect(run.err).toMatch(/no answer after 3 attempt\(s\)/);
+  });
+});

@@ -1,0 +1,72 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Ledger } from '../../src/ledger/ledger.js';
+import { startTestApp, type TestApp } from '../support/app.js';
+import { expectLedgerInvariants } from '../support/invariants.js';
+import { balances, createUser, intentBody, topUp } from '../support/payments.js';
+
+/** A ledger whose settlement chains name a receiver that does not exist, while faults are on. */
+const faults = { settlementFails: false };
+const faulty = (inner: Ledger): Ledger => ({
+  createAccounts: (sql, accounts) => inner.createAccounts(sql, accounts),
+  lookupAccounts: (sql, ids) => inner.lookupAccounts(sql, ids),
+  lookupTransfers: (sql, ids) => inner.lookupTransfers(sql, ids),
+  expirePendingTransfers: (sql, n) => inner.expirePendingTransfers(sql, n),
+  createTransfers: (sql, transfers) =>
+    inner.createTransfers(
+      sql,
+      faults.settlementFails ? transfers.map((t, i) => (i === 2 ? { ...t, creditAccountId: randomUUID() } : t)) : transfers,
+    ),
+});
+
+const logLines: Array<Record<string, unknown>> = [];
+let t: TestApp;
+beforeAll(async () => {
+  t = await startTestApp({ wrapLedger: faulty, logStream: { write: (line) => void logLines.push(JSON.parse(line) as Record<string, unknown>) } });
+  await createUser(t, 1);
+  await createUser(t, 2);
+  await topUp(t, 1, 10_000);
+});
+afterAll(async () => t?.close());
+
+describe('a settlement the ledger refuses', () => {
+  it('answers 500 LEDGER_TRANSFER_ERROR naming the ledger status, voids the reservation and records FAILED', async () => {
+    const before = await balances(t, ['user.1.THB', 'user.2.THB', 'system.transit.INTERNAL_P2P.THB']);
+    const body = intentBody({ operationType: 'P2P_TRANSFER', amount: 700, recipientUserId: 2 });
+    faults.settlementFails = true;
+    const res = await t.call('POST', '/intents', { user: 1, body }).finally(() => {
+      faults.settlementFails = false;
+    });
+    expect(res.statusCode).toBe(500);
+    expect(res.json()).toEqual({ error: 'LEDGER_TRANSFER_ERROR', message: expect.stringContaining('credit_account_not_found') });
+    expect(await balances(t, ['user.1.THB', 'user.2.THB', 'system.transit.INTERNAL_P2P.THB'])).toEqual(before);
+    await expectLedgerInvariants(t.db);
+
+    const replay = await t.call('POST', '/intents', { user: 1, body });
+    expect(replay.statusCode).toBe(200);
+    expect(replay.json().status).toBe('FAILED');
+    const events = (await t.call('GET', `/intents/${replay.json().intentId}/events`)).json().events;
+    expect(events.map((e: { statusTo: string }) => e.statusTo)).toEqual(['CREATED', 'VALIDATED', 'AUTHORIZED', 'FAILED']);
+    expect(events[3].reason).toContain('credit_account_not_found');
+    const intent = (await t.call('GET', `/intents/${replay.json().intentId}`)).json();
+    expect(intent.failureReason).toContain('credit_account_not_found');
+  });
+
+  it('the next payment settles normally', async () => {
+    const res = await t.call('POST', '/intents', { user: 1, body: intentBody({ operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: 2 }) });
+    expect(res.json().status).toBe('SETTLED');
+    await expectLedgerInvariants(t.db);
+  });
+});
+
+describe('logs', () => {
+  it('carry the intent id as traceId on payment lines, and never a secret or a signature', async () => {
+    const res = await t.call('POST', '/intents', { user: 1, body: intentBody({ operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: 2 }) });
+    const { intentId } = res.json();
+    const mine = logLines.filter((line) => line.traceId === intentId);
+    expect(mine.map((line) => line.msg)).toEqual(expect.arrayContaining(['intent created', 'request completed']));
+    const text = JSON.stringify(logLines);
+    for (const secret of Object.values(t.config.file.secrets).flat()) expect(text).not.toContain(secret);
+    expect(text).not.toMatch(/[0-9a-f]{64}/);
+  });
+});

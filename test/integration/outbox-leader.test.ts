@@ -1,0 +1,141 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createPspxClient } from '../../src/adapters/pspx/pspx-client.js';
+import { StatusPublisher } from '../../src/domain/intents/status-publisher.js';
+import { createOutboxWorker, OUTBOX_DEFAULTS, type OutboxWorker } from '../../src/workers/outbox-worker.js';
+import { createPspWorker, type PspWorker } from '../../src/workers/psp-worker.js';
+import { startTestApp, type TestApp } from '../support/app.js';
+import { expectLedgerInvariants } from '../support/invariants.js';
+import { createUser, topUp } from '../support/payments.js';
+import { captureLogger, payout, registerIpps, testPspSettings, trailOf } from '../support/workers.js';
+
+const onPostgres = (process.env.DATABASE_URL ?? '').startsWith('postgres');
+
+let t: TestApp;
+let psp: PspWorker;
+const log = captureLogger();
+const started: OutboxWorker[] = [];
+
+beforeAll(async () => {
+  t = await startTestApp();
+  psp = createPspWorker({ db: t.db, pspx: createPspxClient({ baseUrl: t.pspxSimulator.url }), log, settings: testPspSettings });
+  await createUser(t, 701);
+  await registerIpps(t, 701);
+  await topUp(t, 701, 1_000_000);
+});
+afterAll(async () => {
+  await Promise.all(started.map((worker) => worker.stop()));
+  await t?.close();
+});
+afterEach(async () => {
+  await Promise.all(started.splice(0).map((worker) => worker.stop()));
+  await expectLedgerInvariants(t.db);
+});
+
+function outboxWorker(lockName = 'test.outbox'): OutboxWorker {
+  const worker = createOutboxWorker({ db: t.db, ledger: t.ledger, publisher: new StatusPublisher(t.broker, log), log, settings: { ...OUTBOX_DEFAULTS, lockName } });
+  started.push(worker);
+  return worker;
+}
+
+/** Payouts the PSP worker has confirmed: each leaves one post_pending job for the outbox. */
+async function confirmedPayouts(count: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let n = 0; n < count; n += 1) ids.push(await payout(t, 701, `08170000${n}1`, 100 + n));
+  while ((await psp.runOnce()) > 0);
+  const { rows } = await t.db.query<{ n: bigint }>("SELECT count(*)::bigint AS n FROM outbox WHERE done_at IS NULL AND kind = 'post_pending' AND intent_id = ANY($1::uuid[])", [ids]);
+  expect(rows[0]?.n).toBe(BigInt(count));
+  return ids;
+}
+
+async function expectSettledOnce(ids: readonly string[]): Promise<void> {
+  for (const id of ids) {
+    const trail = await trailOf(t, id);
+    expect(trail.filter(([, to]) => to === 'SETTLED')).toEqual([['AUTHORIZED', 'SETTLED']]);
+  }
+  const { rows } = await t.db.query<{ attempts: number }>('SELECT attempts FROM outbox WHERE intent_id = ANY($1::uuid[])', [ids]);
+  expect(rows.map((row) => row.attempts)).toEqual(ids.map(() => 1));
+}
+
+describe(`outbox leader election (${onPostgres ? 'PostgreSQL: advisory lock on a dedicated connection' : 'PGlite: one process, locks tracked per session'})`, () => {
+  it('a lock session holds its lock alone until it ends, then another session gets it', async () => {
+    const first = await t.db.openLockSession();
+    const second = await t.db.openLockSession();
+    try {
+      expect(await first.tryLock('test.session')).toBe(true);
+      expect(await second.tryLock('test.session')).toBe(false);
+      expect(await second.tryLock('test.other-name')).toBe(true);
+      await first.close();
+      expect(await first.alive()).toBe(false);
+      expect(await second.tryLock('test.session')).toBe(true);
+    } finally {
+      await first.close();
+      await second.close();
+    }
+  });
+
+  it('of two workers exactly one leads and works the jobs; the standby takes over when the leader stops', async () => {
+    const a = outboxWorker();
+    const b = outboxWorker();
+    expect((await a.runOnce()).leader).toBe(true);
+    const ids = await confirmedPayouts(4);
+
+    const rounds = await Promise.all([0, 1, 2].map(() => Promise.all([a.runOnce(), b.runOnce()])));
+    for (const [fromA, fromB] of rounds) expect([fromA.leader, fromB.leader]).toEqual([true, false]);
+    const done = rounds.map(([fromA, fromB]) => [fromA.jobsDone, fromB.jobsDone]);
+    expect(done.reduce((sum, [byA]) => sum + (byA ?? 0), 0)).toBe(4);
+    expect(done.every(([, byB]) => byB === 0)).toBe(true);
+    await expectSettledOnce(ids);
+
+    await a.stop();
+    expect(a.isLeader).toBe(false);
+    const more = await confirmedPayouts(2);
+    const takeover = await b.runOnce();
+    expect(takeover).toMatchObject({ leader: true, jobsDone: 2 });
+    await expectSettledOnce(more);
+    // A newcomer finds the lock taken.
+    expect((await outboxWorker().runOnce()).leader).toBe(false);
+  });
+
+  it('two workers that both believe they lead (a stale leader) still carry out each job exactly once', async () => {
+    // Different lock names: both lead. Only the row locks and the open-job check stand between them.
+    const a = outboxWorker('test.split-brain.a');
+    const b = outboxWorker('test.split-brain.b');
+    const ids = await confirmedPayouts(6);
+    const [fromA, fromB] = await Promise.all([a.runOnce(), b.runOnce()]);
+    expect([fromA.leader, fromB.leader]).toEqual([true, true]);
+    const [againA, againB] = await Promise.all([a.runOnce(), b.runOnce()]);
+    expect(fromA.jobsDone + fromB.jobsDone + againA.jobsDone + againB.jobsDone).toBe(6);
+    await expectSettledOnce(ids);
+  });
+
+  it.runIf(onPostgres)('the standby takes over when the leader’s connection dies (pg_terminate_backend)', async () => {
+    const a = outboxWorker('test.outbox.kill');
+    const b = outboxWorker('test.outbox.kill');
+    expect((await a.runOnce()).leader).toBe(true);
+    expect((await b.runOnce()).leader).toBe(false);
+    const holders = async () =>
+      (
+        await t.db.query<{ pid: number }>(
+          `WITH k AS (SELECT hashtextextended(current_schema() || '/' || 'test.outbox.kill', 0) AS key)
+           SELECT l.pid FROM pg_locks l, k
+            WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+              AND l.classid = ((k.key >> 32) & 4294967295)::oid AND l.objid = (k.key & 4294967295)::oid`,
+        )
+      ).rows.map((row) => row.pid);
+    const [leaderPid, ...others] = await holders();
+    expect(others).toEqual([]);
+    expect(leaderPid).toBeDefined();
+
+    await t.db.query('SELECT pg_terminate_backend($1)', [leaderPid]);
+    const ids = await confirmedPayouts(2);
+    // The old leader notices on its next run and stands down; the standby's next try wins.
+    expect(await a.runOnce()).toMatchObject({ leader: false, jobsDone: 0 });
+    expect(log.events('outbox_leadership_lost').length).toBeGreaterThan(0);
+    expect(await b.runOnce()).toMatchObject({ leader: true, jobsDone: 2 });
+    expect((await a.runOnce()).leader).toBe(false);
+    const now = await holders();
+    expect(now).toHaveLength(1);
+    expect(now[0]).not.toBe(leaderPid);
+    await expectSettledOnce(ids);
+  });
+});

@@ -1,0 +1,134 @@
+import type { FastifyInstance, HTTPMethods, LightMyRequestResponse } from 'fastify';
+import { createBroker, type Broker } from '../../src/adapters/broker.js';
+import type { Database } from '../../src/adapters/database.js';
+import { createPspxClient, type PspxClientOptions } from '../../src/adapters/pspx/pspx-client.js';
+import { createSimulatorServer, type SimulatorServer } from '../../src/adapters/pspx/pspx-simulator.js';
+import { buildApp } from '../../src/app.js';
+import type { ReloadSecrets } from '../../src/http/routes/admin-system.js';
+import { type Config, type ConfigFile, DEMO_CONFIG_FILE, loadConfig, readConfigFile, secretsOf } from '../../src/config.js';
+import { applyConfig } from '../../src/domain/bootstrap.js';
+import { signedHeaders } from '../../src/domain/signing.js';
+import type { Ledger } from '../../src/ledger/ledger.js';
+import { SqlLedger } from '../../src/ledger/sql-ledger.js';
+import { createFeeEngine } from '../../src/domain/fees/index.js';
+import { openTestDatabase } from './database.js';
+
+export const demoConfigFile = (): ConfigFile => readConfigFile(DEMO_CONFIG_FILE);
+
+export interface TestApp {
+  readonly app: FastifyInstance;
+  readonly db: Database;
+  readonly ledger: Ledger;
+  readonly broker: Broker;
+  readonly config: Config;
+  /** The provider behind `app`: knobs, counters and its address (one per test app). */
+  readonly pspxSimulator: SimulatorServer;
+  /** Mutable, as CONFIG_FILE reloads are. */
+  secrets: Map<string, readonly string[]>;
+  /** A signed request through fastify.inject. */
+  call(method: string, path: string, options?: CallOptions): Promise<LightMyRequestResponse>;
+  close(): Promise<void>;
+}
+
+export interface CallOptions {
+  readonly service?: string;
+  readonly user?: number | string;
+  readonly body?: unknown;
+  /** Sent as is, instead of JSON.stringify(body). */
+  readonly rawBody?: string;
+  readonly headers?: Record<string, string>;
+  readonly nowS?: number;
+}
+
+/** One app and one database per test file, on PGlite or (DATABASE_URL) a private PostgreSQL schema. */
+export async function startTestApp(
+  options: {
+    file?: ConfigFile;
+    env?: Record<string, string>;
+    broker?: Broker;
+    pspx?: Omit<PspxClientOptions, 'baseUrl'>;
+    /** Behind POST /admin/config/reload; tests usually swap `secrets` in it. Absent: that route answers 503. */
+    reloadSecrets?: ReloadSecrets;
+    /** Receives the app's JSON log lines (level info and up). */
+    logStream?: { write(line: string): void };
+    /** Wraps the SQL ledger, for tests that inject ledger faults. */
+    wrapLedger?: (ledger: Ledger) => Ledger;
+  } = {},
+): Promise<TestApp> {
+  const db = await openTestDatabase();
+  const ledger = options.wrapLedger?.(new SqlLedger()) ?? new SqlLedger();
+  const file = options.file ?? demoConfigFile();
+  const config: Config = {
+    ...loadConfig({ QR_SIGNING_SECRET: 'test-qr-secret', ADMIN_TOKEN: 'test-admin-token', ...options.env }),
+    file,
+  };
+  await applyConfig(db, ledger, file);
+  // With REDIS_URL set (the CI's second pass) live messages go through Redis, as in production.
+  const broker = options.broker ?? createBroker(process.env.REDIS_URL);
+  const holder: { secrets: Map<string, readonly string[]> } = { secrets: secretsOf(file) };
+  const pspxSimulator = await createSimulatorServer();
+  const pspx = createPspxClient({ ...options.pspx, baseUrl: pspxSimulator.url });
+  const fees = await createFeeEngine();
+  const app = await buildApp({
+    config,
+    db,
+    ledger,
+    broker,
+    pspx,
+    fees,
+    secrets: () => holder.secrets,
+    ...(options.logStream === undefined ? {} : { logger: { level: 'info', stream: options.logStream } }),
+    ...(options.reloadSecrets === undefined ? {} : { reloadSecrets: options.reloadSecrets }),
+  });
+  await app.ready();
+  const testApp: TestApp = {
+    app,
+    db,
+    ledger,
+    broker,
+    config,
+    pspxSimulator,
+    get secrets() {
+      return holder.secrets;
+    },
+    set secrets(value) {
+      holder.secrets = value;
+    },
+    call(method, path, callOptions = {}) {
+      const service = callOptions.service ?? 'wallet-api';
+      const secret = holder.secrets.get(service)?.[0] ?? 'no-secret';
+      const raw = callOptions.rawBody ?? (callOptions.body === undefined ? '' : JSON.stringify(callOptions.body));
+      const headers: Record<string, string> = {
+        ...signedHeaders(service, secret, method, path, raw, {
+          ...(callOptions.user === undefined ? {} : { userId: callOptions.user }),
+          ...(callOptions.nowS === undefined ? {} : { nowS: callOptions.nowS }),
+        }),
+        ...(raw === '' ? {} : { 'content-type': 'application/json' }),
+        ...callOptions.headers,
+      };
+      return app.inject({ method: method as HTTPMethods, url: path, headers, ...(raw === '' ? {} : { payload: raw }) });
+    },
+    async close() {
+      await app.close();
+      fees.dispose();
+      await pspxSimulator.close();
+      await broker.close();
+      await db.close();
+    },
+  };
+  return testApp;
+}
+
+/**
+ * The health answer once the probe has had a calm second: a loaded CI machine can starve a test
+ * process for over a second, which the probe rightly reports as pressure.
+ */
+export async function healthWhenCalm(app: FastifyInstance, waitMsMax = 10_000): Promise<LightMyRequestResponse> {
+  const deadline = Date.now() + waitMsMax;
+  for (;;) {
+    const res = await app.inject({ method: 'GET', url: '/health' });
+    const underPressure = res.statusCode === 503 && (res.json() as { message?: string }).message === 'Service under pressure';
+    if (!underPressure || Date.now() > deadline) return res;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
