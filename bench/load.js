@@ -1,0 +1,165 @@
+// The load generator: a process of its own, so that its CPU is not the server's event loop.
+// Closed loop (a fixed number of requests in flight) measures saturation; open loop (requests
+// sent at fixed times, whatever the answers do) measures latency, counted from the time a
+// request was due rather than sent, so that queueing in front of a slow server shows up
+// (coordinated omission) instead of quietly lowering the offered rate.
+//
+// node bench/load.js '<json options>'  → one JSON line on stdout.
+import { createHash, createHmac, randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { Pool } from 'undici';
+import { ledgerAccountId } from '../dist/ledger/account-id.js';
+
+const opts = JSON.parse(process.argv[2] ?? '{}');
+const {
+  url,
+  kind, // 'p2p' | 'invoice' | 'policy' | 'bare'
+  mode, // 'closed' | 'open'
+  concurrency = 32,
+  rate = 500,
+  durationS = 20,
+  warmupS = 3,
+  service = 'wallet-api',
+  secret,
+  users, // [first, count]
+  merchants = [0, 0],
+  amount = 100,
+  connectionsMax = 256,
+  // Past this many requests waiting, an overloaded server would only grow the queue (and the
+  // run's length) without telling more: later requests are counted as dropped, not sent.
+  inFlightMax = 2_000,
+} = opts;
+const [firstUser, userCount] = users;
+const [firstMerchant, merchantCount] = merchants;
+
+const pool = new Pool(url, { connections: mode === 'closed' ? concurrency : connectionsMax, pipelining: 1, keepAliveTimeout: 60_000 });
+
+const sha256Hex = (body) => createHash('sha256').update(body).digest('hex');
+function headers(method, path, body, userId) {
+  const ts = String(Math.floor(Date.now() / 1000));
+  const signature = createHmac('sha256', secret).update(`${ts}\n${method}\n${path}\n${sha256Hex(body)}`).digest('hex');
+  const h = { 'content-type': 'application/json', 'x-service-id': service, 'x-timestamp': ts, 'x-signature': signature };
+  if (userId !== undefined) h['x-user-id'] = String(userId);
+  return h;
+}
+
+async function post(path, payload, userId) {
+  const body = JSON.stringify(payload);
+  const res = await pool.request({ method: 'POST', path, body, headers: headers('POST', path, body, userId) });
+  const text = await res.body.text();
+  return { status: res.statusCode, text };
+}
+
+
+/** One unit of work for payer `u` (and recipient / merchant); resolves to an error code or null. */
+async function work(u, n) {
+  switch (kind) {
+    case 'p2p':
+    case 'bare': {
+      const to = firstUser + ((u - firstUser + 1 + (n % (userCount - 1))) % userCount);
+      const r = await post(kind === 'bare' ? '/bare' : '/intents', { idempotencyKey: randomUUID(), operationType: 'P2P_TRANSFER', amount, currency: 'THB', recipientUserId: to }, u);
+      if (kind === 'bare') return r.status === 200 ? null : `http_${r.status}`;
+      if (r.status !== 201) return `http_${r.status}:${r.text.slice(0, 60)}`;
+      return r.text.includes('"SETTLED"') ? null : 'not_settled';
+    }
+    case 'invoice': {
+      const merchant = firstMerchant + (n % merchantCount);
+      const issue = await post('/intents', { idempotencyKey: randomUUID(), operationType: 'INVOICE_PAYMENT', amount, currency: 'THB', toLedgerAccountId: ledgerAccountId(`merchant.${merchant}.THB`) }, merchant);
+      if (issue.status !== 201) return `issue_${issue.status}:${issue.text.slice(0, 60)}`;
+      const { intentId } = JSON.parse(issue.text);
+      const confirm = await post(`/intents/${intentId}/confirm`, { payerLedgerAccountId: ledgerAccountId(`user.${u}.THB`), payerUserId: u, idempotencyKey: randomUUID() }, u);
+      if (confirm.status !== 200) return `confirm_${confirm.status}:${confirm.text.slice(0, 60)}`;
+      return confirm.text.includes('"SETTLED"') ? null : 'not_settled';
+    }
+    case 'policy': {
+      const merchant = 1 + (n % 1000);
+      const r = await post('/policies/evaluate', { userId: u, merchantId: merchant, amount: String(amount * (1 + (n % 500))), currency: 'THB', channel: 'INTERNAL_P2P', appId: `app-${n % 10}`, operationType: 'P2P_TRANSFER' });
+      return r.status === 200 ? null : `http_${r.status}`;
+    }
+    default:
+      throw new Error(`unknown kind ${kind}`);
+  }
+}
+
+const latenciesMs = [];
+const errors = {};
+let ok = 0;
+let measuredOk = 0;
+let sent = 0;
+const start = performance.now();
+const warmEnd = start + warmupS * 1000;
+const end = warmEnd + durationS * 1000;
+
+function record(dueAt, error) {
+  const doneAt = performance.now();
+  if (error === null) ok++;
+  if (dueAt < warmEnd) return;
+  if (error !== null) errors[error] = (errors[error] ?? 0) + 1;
+  else {
+    measuredOk++;
+    latenciesMs.push(doneAt - dueAt);
+  }
+}
+
+async function closedLoop() {
+  // Worker w owns payers w, w + C, w + 2C, …: no payer has two payments in flight (R22 would 409).
+  const perWorker = Math.floor(userCount / concurrency);
+  if (perWorker < 1) throw new Error('fewer users than workers');
+  await Promise.all(
+    Array.from({ length: concurrency }, async (_, w) => {
+      for (let i = 0; performance.now() < end; i++) {
+        const u = firstUser + w + concurrency * (i % perWorker);
+        const dueAt = performance.now();
+        sent++;
+        record(dueAt, await work(u, sent).catch((e) => `exception:${e.code ?? e.message}`));
+      }
+    }),
+  );
+}
+
+async function openLoop() {
+  const intervalMs = 1000 / rate;
+  const inFlight = new Set();
+  let k = 0;
+  // Payers round-robin over the whole pool: a payer comes back every userCount / rate seconds.
+  while (true) {
+    const now = performance.now();
+    if (now >= end) break;
+    for (let due = start + k * intervalMs; due <= now; due = start + k * intervalMs) {
+      const u = firstUser + (k % userCount);
+      const n = k++;
+      if (inFlight.size >= inFlightMax) {
+        if (due >= warmEnd) errors.dropped_overload = (errors.dropped_overload ?? 0) + 1;
+        continue;
+      }
+      sent++;
+      const p = work(u, n)
+        .catch((e) => `exception:${e.code ?? e.message}`)
+        .then((error) => record(due, error));
+      inFlight.add(p);
+      p.finally(() => inFlight.delete(p));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  await Promise.all(inFlight);
+}
+
+const pct = (sorted, p) => (sorted.length === 0 ? null : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]);
+await (mode === 'closed' ? closedLoop() : openLoop());
+const elapsedS = (performance.now() - warmEnd) / 1000;
+latenciesMs.sort((a, b) => a - b);
+const round = (x) => (x === null ? null : Math.round(x * 100) / 100);
+process.stdout.write(
+  `${JSON.stringify({
+    kind,
+    mode,
+    concurrency: mode === 'closed' ? concurrency : null,
+    offeredPerS: mode === 'open' ? rate : null,
+    durationS: Math.round(elapsedS * 10) / 10,
+    ok: measuredOk,
+    throughputPerS: Math.round(measuredOk / elapsedS),
+    errors,
+    latencyMs: { p50: round(pct(latenciesMs, 50)), p90: round(pct(latenciesMs, 90)), p99: round(pct(latenciesMs, 99)), p999: round(pct(latenciesMs, 99.9)), max: round(latenciesMs.at(-1) ?? null) },
+  })}\n`,
+);
+await pool.close();

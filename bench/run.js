@@ -1,0 +1,320 @@
+// npm run bench [-- --soak-s 600 --phase-s 20 --skip-pglite --profile]
+//
+// Starts payorch (dist/) on PostgreSQL in a database of its own, then on embedded PGlite, drives
+// it over HTTP from a separate generator process (bench/load.js), measures the floors in the same
+// run (bench/sql-floor.js, bench/bare-server.js), and writes bench/results/latest.json, a dated
+// copy and docs/bench.svg. Figures only compare within one run on one machine.
+import { execFileSync, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { openDatabase } from '../dist/adapters/database.js';
+import { ledgerAccountId } from '../dist/ledger/account-id.js';
+import { SqlLedger } from '../dist/ledger/sql-ledger.js';
+import { writeChart } from './chart.js';
+import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const args = parseArgs(process.argv.slice(2));
+const SOAK_S = Number(args['soak-s'] ?? 600);
+const PHASE_S = Number(args['phase-s'] ?? 20);
+const PG_ADMIN_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const BENCH_DB = 'payorch_bench';
+const USERS = [1, 20_000];
+const MERCHANTS = [500_001, 1_000];
+const USER_BALANCE = 100_000_000;
+const SATURATION_CONCURRENCY = [16, 32, 64];
+const OFFERED_RATES = [250, 500, 1000];
+const SOAK_RATE = 500;
+const RSS_SAMPLE_MS = 5_000;
+const SERVICE = 'wallet-api';
+
+function parseArgs(argv) {
+  const out = {};
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (!a.startsWith('--')) continue;
+    const next = argv[i + 1];
+    if (next === undefined || next.startsWith('--')) out[a.slice(2)] = true;
+    else out[a.slice(2)] = argv[++i];
+  }
+  return out;
+}
+
+const log = (...m) => console.error(`[bench ${new Date().toISOString().slice(11, 19)}]`, ...m);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function freePort() {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function runJson(script, options, nodeArgs = []) {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [...nodeArgs, join(root, 'bench', script), JSON.stringify(options)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    // A failed phase is recorded, not fatal: the other figures of a long run stay usable.
+    child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out.trim().split('\n').at(-1))) : resolve({ error: `${script} exited ${code}` })));
+  });
+}
+
+function procStatus(pid) {
+  const text = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (key) => Number(new RegExp(`${key}:\\s+(\\d+)`).exec(text)?.[1] ?? 0);
+  return { rssMb: Math.round(kb('VmRSS') / 102.4) / 10, peakRssMb: Math.round(kb('VmHWM') / 102.4) / 10 };
+}
+
+async function startPayorch(env, label) {
+  const port = await freePort();
+  const profileDir = join(root, 'bench', 'results', 'profiles');
+  const nodeArgs = args.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir, '--cpu-prof-name', `${label}-${Date.now()}.cpuprofile`] : [];
+  const child = spawn(process.execPath, [...nodeArgs, join(root, 'bin', 'payorch.js'), 'serve'], {
+    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', NODE_ENV: 'production', LOG_LEVEL: 'info', QR_SIGNING_SECRET: 'bench', ADMIN_TOKEN: 'bench', REDIS_URL: '', ...env },
+    // Logs go to /dev/null: pino still formats and writes every line, as in production.
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 600; i++) {
+    if (child.exitCode !== null) throw new Error(`payorch (${label}) exited ${child.exitCode}`);
+    try {
+      const res = await fetch(`${url}/health`);
+      if (res.status === 200) break;
+    } catch {}
+    await sleep(100);
+  }
+  log(`payorch on ${label} at ${url}, pid ${child.pid}`);
+  return {
+    url,
+    pid: child.pid,
+    status: () => procStatus(child.pid),
+    async stop() {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+    },
+  };
+}
+
+async function recreateDatabase() {
+  const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS ${BENCH_DB} WITH (FORCE)`);
+  await admin.query(`CREATE DATABASE ${BENCH_DB}`);
+  await admin.end();
+  const url = new URL(PG_ADMIN_URL);
+  url.pathname = `/${BENCH_DB}`;
+  return url.toString();
+}
+
+function machine() {
+  const gitCommit = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
+  const dirty = execFileSync('git', ['status', '--porcelain'], { cwd: root, encoding: 'utf8' }).trim() !== '';
+  let postgres = null;
+  return { cpuModel: cpus()[0]?.model ?? 'unknown', cores: cpus().length, memoryGb: Math.round(totalmem() / 2 ** 30), node: process.version, gitCommit, gitDirty: dirty, postgres };
+}
+
+async function main() {
+  mkdirSync(join(root, 'bench', 'results'), { recursive: true });
+  const secret = JSON.parse(readFileSync(join(root, 'config', 'demo.json'), 'utf8')).secrets[SERVICE];
+  const configFile = writeBenchConfig();
+  const results = { startedAt: new Date().toISOString(), machine: machine(), loadAvgAtStart: loadavg().map((x) => Math.round(x * 100) / 100), settings: { PHASE_S, SOAK_S, USERS, MERCHANTS } };
+  const base = { secret, service: SERVICE, users: USERS, durationS: PHASE_S };
+
+  // ── PostgreSQL ──
+  const databaseUrl = await recreateDatabase();
+  {
+    const admin = new pg.Client({ connectionString: databaseUrl });
+    await admin.connect();
+    results.machine.postgres = (await admin.query('SELECT version()')).rows[0].version;
+    await admin.end();
+  }
+  let server = await startPayorch({ DATABASE_URL: databaseUrl, CONFIG_FILE: configFile }, 'postgres');
+  const db = await openDatabase(databaseUrl, '');
+  const ledger = new SqlLedger();
+  log('seeding users and merchants');
+  await seedWallets(db, ledger, { prefix: 'user', type: 'USER_WALLET', first: USERS[0], count: USERS[1], balance: USER_BALANCE });
+  await seedWallets(db, ledger, { prefix: 'merchant', type: 'MERCHANT_WALLET', first: MERCHANTS[0], count: MERCHANTS[1], balance: 0 });
+  const pgr = (results.postgres = {});
+
+  log('warm-up');
+  await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency: 32, durationS: 5 });
+
+  log('P2P saturation');
+  pgr.p2pSaturation = [];
+  for (const concurrency of SATURATION_CONCURRENCY) pgr.p2pSaturation.push(await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency }));
+  const best = pgr.p2pSaturation.reduce((a, b) => (b.throughputPerS > a.throughputPerS ? b : a));
+  pgr.p2pSaturatedPerS = best.throughputPerS;
+  log('P2P saturated', best.throughputPerS, '/s at', best.concurrency, 'in flight');
+
+  log('P2P latency at fixed rates');
+  pgr.p2pLatency = [];
+  for (const rate of OFFERED_RATES) pgr.p2pLatency.push(await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'open', rate }));
+
+  log('invoice pairs');
+  pgr.invoiceSaturation = await runJson('load.js', { ...base, url: server.url, kind: 'invoice', mode: 'closed', concurrency: 32, merchants: MERCHANTS });
+  pgr.invoiceLatency = [];
+  for (const rate of OFFERED_RATES) pgr.invoiceLatency.push(await runJson('load.js', { ...base, url: server.url, kind: 'invoice', mode: 'open', rate, merchants: MERCHANTS }));
+  await server.stop();
+
+  log('floors');
+  const floors = (results.floors = {});
+  floors.sqlWrites = await runJson('sql-floor.js', { databaseUrl, users: USERS, concurrency: best.concurrency > 20 ? 16 : best.concurrency, durationS: PHASE_S });
+  floors.sqlWithReads = await runJson('sql-floor.js', { databaseUrl, users: USERS, concurrency: 16, durationS: PHASE_S, withReads: true });
+  floors.bareHttp = await runBareFloor(base, configFile);
+  floors.feeEvaluation = await runJson('fee-eval.js', {});
+  log('floors', floors.sqlWrites.throughputPerS, floors.sqlWithReads.throughputPerS, floors.bareHttp.throughputPerS, floors.feeEvaluation.medianUs, 'µs');
+
+  log('seeding 1,000 policies and 100,000 settled intents');
+  await seedPolicies(db);
+  await seedSettledIntents(db, { first: USERS[0], users: USERS[1], count: 100_000 });
+  server = await startPayorch({ DATABASE_URL: databaseUrl, CONFIG_FILE: configFile }, 'postgres');
+  await runJson('load.js', { ...base, url: server.url, kind: 'policy', mode: 'closed', concurrency: 32, durationS: 3 });
+  pgr.policyEvaluation = await runJson('load.js', { ...base, url: server.url, kind: 'policy', mode: 'closed', concurrency: 32 });
+  log('policy evaluations', pgr.policyEvaluation.throughputPerS, '/s');
+  await server.stop();
+
+  log('seeding 100,000 more: 200,000 stored');
+  await seedSettledIntents(db, { first: USERS[0], users: USERS[1], count: 100_000 });
+  pgr.storedIntentsBefore = Number((await db.query('SELECT count(*) AS n FROM intents')).rows[0].n);
+  server = await startPayorch({ DATABASE_URL: databaseUrl, CONFIG_FILE: configFile }, 'postgres');
+  await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency: best.concurrency, durationS: 5 });
+  pgr.p2pSaturatedAfter200k = await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency: best.concurrency });
+  log('after 200k', pgr.p2pSaturatedAfter200k.throughputPerS, '/s');
+
+  log(`soak: ${SOAK_S} s at ${SOAK_RATE}/s`);
+  pgr.soak = await soak(server, { ...base, url: server.url, kind: 'p2p', mode: 'open', rate: SOAK_RATE, durationS: SOAK_S, warmupS: 0 });
+  log('soak', pgr.soak.rssStartMb, '→', pgr.soak.rssEndMb, 'MB');
+  await server.stop();
+  await db.close();
+
+  // ── PGlite ──
+  if (!args['skip-pglite']) results.pglite = await pglitePass(base, secret, configFile);
+
+  results.loadAvgAtEnd = loadavg().map((x) => Math.round(x * 100) / 100);
+  results.summary = summarize(results);
+  const json = `${JSON.stringify(results, null, 2)}\n`;
+  writeFileSync(join(root, 'bench', 'results', 'latest.json'), json);
+  writeFileSync(join(root, 'bench', 'results', `${results.startedAt.replace(/[:.]/g, '-')}.json`), json);
+  writeChart(results, join(root, 'docs', 'bench.svg'));
+  console.log(JSON.stringify(results.summary, null, 2));
+}
+
+function writeBenchConfig() {
+  const demo = JSON.parse(readFileSync(join(root, 'config', 'demo.json'), 'utf8'));
+  // A P2P fee to the revenue account: every intent then touches two hot unguarded accounts
+  // (the channel's transit and revenue), as the issue describes.
+  demo.feeRules = [...(demo.feeRules ?? []), { name: 'p2p fee', operationType: 'P2P_TRANSFER', expression: "[{account: 'system.revenue.THB', amount: 1}]", timing: 'PRE', tagsExclude: ['fee_exempt'] }];
+  const dir = mkdtempSync(join(tmpdir(), 'payorch-bench-'));
+  const path = join(dir, 'config.json');
+  writeFileSync(path, JSON.stringify(demo));
+  return path;
+}
+
+async function runBareFloor(base, configFile) {
+  const child = spawn(process.execPath, [join(root, 'bench', 'bare-server.js'), configFile], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const url = await new Promise((resolve) => child.stdout.once('data', (d) => resolve(String(d).trim())));
+  try {
+    await runJson('load.js', { ...base, url, kind: 'bare', mode: 'closed', concurrency: 32, durationS: 3 });
+    return await runJson('load.js', { ...base, url, kind: 'bare', mode: 'closed', concurrency: 32 });
+  } finally {
+    child.kill('SIGTERM');
+  }
+}
+
+async function soak(server, options) {
+  const samples = [];
+  const timer = setInterval(() => samples.push({ atS: samples.length * (RSS_SAMPLE_MS / 1000), ...server.status() }), RSS_SAMPLE_MS);
+  samples.push({ atS: 0, ...server.status() });
+  const load = await runJson('load.js', options);
+  clearInterval(timer);
+  const end = server.status();
+  samples.push({ atS: Math.round(load.durationS), ...end });
+  // Growth is measured from the first sample after a tenth of the soak: start-up and the first
+  // allocations of a warm process are not a leak.
+  const settled = samples.find((s) => s.atS >= options.durationS / 10) ?? samples[0];
+  return {
+    ...load,
+    rssStartMb: settled.rssMb,
+    rssEndMb: end.rssMb,
+    rssGrowthPct: Math.round(((end.rssMb - settled.rssMb) / settled.rssMb) * 1000) / 10,
+    peakRssMb: end.peakRssMb,
+    samples,
+  };
+}
+
+async function pglitePass(base, secret, configFile) {
+  const dataDir = mkdtempSync(join(tmpdir(), 'payorch-bench-pglite-'));
+  const server = await startPayorch({ DATABASE_URL: '', DATA_DIR: dataDir, CONFIG_FILE: configFile }, 'pglite');
+  const users = [1, 400];
+  try {
+    log('PGlite: creating and funding', users[1], 'users over HTTP');
+    await runSetup(server.url, secret, users);
+    const out = {};
+    await runJson('load.js', { ...base, users, url: server.url, kind: 'p2p', mode: 'closed', concurrency: 8, durationS: 3 });
+    out.p2pSaturation = await runJson('load.js', { ...base, users, url: server.url, kind: 'p2p', mode: 'closed', concurrency: 8, durationS: Math.min(PHASE_S, 15) });
+    out.p2pLatency = [];
+    for (const rate of [100, 250]) out.p2pLatency.push(await runJson('load.js', { ...base, users, url: server.url, kind: 'p2p', mode: 'open', rate, durationS: Math.min(PHASE_S, 15) }));
+    out.peakRssMb = server.status().peakRssMb;
+    log('PGlite saturated', out.p2pSaturation.throughputPerS, '/s');
+    return out;
+  } finally {
+    await server.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+/** Accounts and top-ups through the API (PGlite cannot be opened by a second process). */
+async function runSetup(url, secret, [first, count]) {
+  const { signedHeaders } = await import('../dist/domain/signing.js');
+  const call = async (path, body, user) => {
+    const raw = JSON.stringify(body);
+    const res = await fetch(url + path, { method: 'POST', body: raw, headers: { 'content-type': 'application/json', ...signedHeaders(SERVICE, secret, 'POST', path, raw, { userId: user }) } });
+    if (res.status >= 300) throw new Error(`${path}: ${res.status} ${await res.text()}`);
+  };
+  for (let u = first; u < first + count; u++) {
+    await call('/accounts', { userId: u, currency: 'THB' }, u);
+    await call('/intents', { idempotencyKey: randomUUID(), operationType: 'QP_TOPUP', amount: USER_BALANCE, currency: 'THB' }, u);
+  }
+}
+
+function summarize(r) {
+  const p = r.postgres;
+  const at = (list, rate) => list.find((x) => x.offeredPerS === rate)?.latencyMs ?? null;
+  return {
+    postgresP2pSaturatedPerS: p.p2pSaturatedPerS,
+    sqlFloorWritesPerS: r.floors.sqlWrites.throughputPerS,
+    ratioToSqlFloor: Math.round((p.p2pSaturatedPerS / r.floors.sqlWrites.throughputPerS) * 100) / 100,
+    sqlFloorWithReadsPerS: r.floors.sqlWithReads.throughputPerS,
+    bareHttpFloorPerS: r.floors.bareHttp.throughputPerS,
+    ratioToBareHttpFloor: Math.round((p.p2pSaturatedPerS / r.floors.bareHttp.throughputPerS) * 100) / 100,
+    p2pLatencyMs: Object.fromEntries(OFFERED_RATES.map((rate) => [rate, at(p.p2pLatency, rate)])),
+    invoicePairsSaturatedPerS: p.invoiceSaturation.throughputPerS,
+    invoicePairLatencyMs: Object.fromEntries(OFFERED_RATES.map((rate) => [rate, at(p.invoiceLatency, rate)])),
+    feeEvaluationMedianUs: r.floors.feeEvaluation.medianUs,
+    policyEvaluationsPerS: p.policyEvaluation.throughputPerS,
+    p2pAfter200kPerS: p.p2pSaturatedAfter200k.throughputPerS,
+    after200kRatio: Math.round((p.p2pSaturatedAfter200k.throughputPerS / p.p2pSaturatedPerS) * 100) / 100,
+    soakS: p.soak.durationS,
+    soakErrors: p.soak.errors,
+    rssGrowthPct: p.soak.rssGrowthPct,
+    peakRssMb: p.soak.peakRssMb,
+    pgliteP2pSaturatedPerS: r.pglite?.p2pSaturation.throughputPerS ?? null,
+    loadAvg: { start: r.loadAvgAtStart, end: r.loadAvgAtEnd },
+  };
+}
+
+const children = new Set();
+process.on('exit', () => {
+  for (const child of children) child.kill('SIGKILL');
+});
+await main();

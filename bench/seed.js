@@ -1,0 +1,115 @@
+// Set-based seeding of the bench database (PostgreSQL): users and merchants with funded wallets,
+// auth policies, and settled intents of history with their events, history rows, ledger
+// transfers and balances, as the service would have written them. No HTTP.
+import { ledgerAccountId } from '../dist/ledger/account-id.js';
+import { AccountFlags, LEDGER_THB } from '../dist/ledger/ledger.js';
+import { createBatchSizeMax } from '../dist/ledger/sql-ledger.js';
+import { ACCOUNT_TYPES } from '../dist/domain/model.js';
+
+const NOSTRO = 'system.nostro.pspx.THB';
+const TRANSIT = 'system.transit.INTERNAL_P2P.THB';
+
+function chunks(items, size) {
+  const out = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
+/** Wallets `<prefix>.<id>.THB` for ids [first, first + count), each funded from the PSPX nostro. */
+export async function seedWallets(db, ledger, { prefix, type, first, count, balance }) {
+  const ids = Array.from({ length: count }, (_, i) => first + i);
+  const names = ids.map((id) => `${prefix}.${id}.THB`);
+  const ledgerIds = names.map((name) => ledgerAccountId(name));
+  await db.transaction(async (tx) => {
+    await tx.query(
+      `INSERT INTO accounts (account_name, ledger_account_id, account_type, user_id, currency)
+       SELECT n, l, $3, u, 'THB' FROM unnest($1::text[], $2::uuid[], $4::bigint[]) AS s (n, l, u)
+       ON CONFLICT (account_name) DO NOTHING`,
+      [names, ledgerIds, type, ids],
+    );
+    const code = ACCOUNT_TYPES.indexOf(type) + 1;
+    for (const batch of chunks(ledgerIds, createBatchSizeMax)) {
+      const failures = await ledger.createAccounts(tx, batch.map((id) => ({ id, ledger: LEDGER_THB, code, flags: AccountFlags.debitsMustNotExceedCredits })));
+      if (failures.some((f) => f.result !== 'exists')) throw new Error(`seed accounts: ${failures[0].result}`);
+    }
+  });
+  for (const batch of balance > 0 ? chunks(ledgerIds, 2_000) : []) {
+    await db.transaction(async (tx) => {
+      const failures = await ledger.createTransfers(
+        tx,
+        batch.map((id) => ({ id: crypto.randomUUID(), debitAccountId: ledgerAccountId(NOSTRO), creditAccountId: id, amount: BigInt(balance), ledger: LEDGER_THB, code: 5, flags: 0 })),
+      );
+      if (failures.length > 0) throw new Error(`seed funding: ${failures[0].result}`);
+    });
+  }
+  return ledgerIds;
+}
+
+/** 1,000 policies: 50 global, 45 for each of 10 apps, one for each of 500 merchants; few match, so each evaluation walks them all. */
+export async function seedPolicies(db) {
+  await db.query(`INSERT INTO auth_policies (scope, condition, required_step_up, reason_code, priority)
+    SELECT CASE WHEN g <= 50 THEN 'global' WHEN g <= 500 THEN 'app:app-' || (g % 10) ELSE 'merchant:' || (g - 500) END,
+           jsonb_build_object('amount_gte', 100000000 + g, 'currency', 'THB'),
+           (ARRAY['PIN', 'OTP', 'BIOMETRIC'])[1 + g % 3], 'bench_' || g, 100 + g % 50
+      FROM generate_series(1, 1000) AS g`);
+}
+
+/**
+ * `count` settled P2P intents among users [first, first + users), spread over the last 30 days,
+ * with what the service writes for each: 4 events, 2 history rows, 3 ledger transfers and the
+ * balances they add up to.
+ */
+export async function seedSettledIntents(db, { first, users, count, amount = 100 }) {
+  await db.transaction(async (tx) => {
+    await tx.exec(`CREATE TEMP TABLE seed ON COMMIT DROP AS
+      SELECT g, gen_random_uuid() AS id, gen_random_uuid() AS key, gen_random_uuid() AS t_reserve, gen_random_uuid() AS t_post,
+             gen_random_uuid() AS t_credit, ${first} + (g % ${users}) AS payer, ${first} + ((g % ${users}) + 1) % ${users} AS payee,
+             now() - ((g % 30) * interval '1 day') - (random() * interval '1 hour') AS at
+        FROM generate_series(1, ${count}) AS g`);
+    await tx.query(
+      `INSERT INTO intents (id, idempotency_key, service_id, request_fingerprint, user_id, operation_type, channel, from_account_name,
+         to_account_name, from_user_id, to_user_id, amount, currency, status, metadata, transfer_ids, reserved_at, created_at, updated_at)
+       SELECT id, key, 'wallet-api', md5(id::text), payer, 'P2P_TRANSFER', 'INTERNAL_P2P', 'user.' || payer || '.THB', 'user.' || payee || '.THB',
+              payer, payee, $1, 'THB', 'SETTLED', jsonb_build_object('merchantUserId', 1 + g % 1000), ARRAY[t_reserve, t_post, t_credit], at, at, at
+         FROM seed`,
+      [amount],
+    );
+    await tx.exec(`INSERT INTO intent_events (intent_id, status_from, status_to, created_at)
+      SELECT s.id, e.f, e.t, s.at FROM seed s
+       CROSS JOIN (VALUES (1, NULL, 'CREATED'), (2, 'CREATED', 'VALIDATED'), (3, 'VALIDATED', 'AUTHORIZED'), (4, 'AUTHORIZED', 'SETTLED')) AS e (o, f, t)
+       ORDER BY s.g, e.o`);
+    await tx.query(
+      `INSERT INTO transactions (intent_id, account_name, user_id, operation_type, direction, amount, fee_amount, currency, created_at)
+       SELECT id, 'user.' || payer || '.THB', payer, 'P2P_TRANSFER', 'DEBIT', $1::bigint, 0, 'THB', at FROM seed
+       UNION ALL
+       SELECT id, 'user.' || payee || '.THB', payee, 'P2P_TRANSFER', 'CREDIT', $1, 0, 'THB', at FROM seed`,
+      [amount],
+    );
+    const transit = ledgerAccountId(TRANSIT);
+    await tx.query(
+      `INSERT INTO ledger_transfers (id, debit_account_id, credit_account_id, amount, pending_id, timeout_s, ledger, code, flags, created_at, expires_at, pending_status)
+       SELECT t_reserve, a.ledger_account_id, $2::uuid, $1::bigint, NULL, 1800, 1, 1, 2, at, at + interval '30 minutes', 'posted'
+         FROM seed JOIN accounts a ON a.account_name = 'user.' || payer || '.THB'
+       UNION ALL
+       SELECT t_post, a.ledger_account_id, $2::uuid, $1::bigint, t_reserve, 0, 1, 1, 4, at, NULL, NULL
+         FROM seed JOIN accounts a ON a.account_name = 'user.' || payer || '.THB'
+       UNION ALL
+       SELECT t_credit, $2::uuid, a.ledger_account_id, $1::bigint, NULL, 0, 1, 1, 0, at, NULL, NULL
+         FROM seed JOIN accounts a ON a.account_name = 'user.' || payee || '.THB'`,
+      [amount, transit],
+    );
+    // Balances: payer debits, payee credits, transit both (it nets to zero), on shard 0.
+    await tx.query(
+      `UPDATE ledger_balances b SET debits_posted = b.debits_posted + m.debits, credits_posted = b.credits_posted + m.credits
+         FROM (SELECT account_id, sum(debits)::bigint AS debits, sum(credits)::bigint AS credits FROM (
+                 SELECT a.ledger_account_id AS account_id, $1::bigint AS debits, 0::bigint AS credits FROM seed JOIN accounts a ON a.account_name = 'user.' || payer || '.THB'
+                 UNION ALL
+                 SELECT a.ledger_account_id, 0, $1 FROM seed JOIN accounts a ON a.account_name = 'user.' || payee || '.THB'
+                 UNION ALL
+                 SELECT $2::uuid, $1, $1 FROM seed) AS moves GROUP BY account_id) AS m
+        WHERE b.account_id = m.account_id AND b.shard = 0`,
+      [amount, transit],
+    );
+  });
+  await db.exec('ANALYZE intents; ANALYZE transactions; ANALYZE intent_events; ANALYZE ledger_transfers');
+}

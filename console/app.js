@@ -1,0 +1,104 @@
+// The operator console: a token gate, then four sections picked by the URL hash (#/intents,
+// #/review, #/accounts, #/audit). The hash carries only ids and account names, never the token.
+import { render } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { api, forgetToken, readToken, saveToken, whenUnauthorized } from './api.js';
+import { AccountLookup } from './accounts.js';
+import { AuditStatus } from './audit.js';
+import { ErrorNote } from './format.js';
+import { html } from './html.js';
+import { IntentDetail, IntentList } from './intents.js';
+import { ReviewQueue } from './review.js';
+
+const SECTIONS = [
+  { path: 'intents', label: 'Intents' },
+  { path: 'review', label: 'Manual review' },
+  { path: 'accounts', label: 'Accounts' },
+  { path: 'audit', label: 'Invariant audit' },
+];
+
+/** `#/intents/ID` → { section: 'intents', arg: 'ID' }; anything unknown shows the intents list. */
+function parseHash(hash) {
+  const [section = '', ...rest] = hash.replace(/^#\/?/, '').split('/');
+  const known = SECTIONS.some((s) => s.path === section);
+  return { section: known ? section : 'intents', arg: rest.length > 0 ? decodeURIComponent(rest.join('/')) : null };
+}
+
+function useRoute() {
+  const [route, setRoute] = useState(() => parseHash(location.hash));
+  useEffect(() => {
+    const onChange = () => setRoute(parseHash(location.hash));
+    addEventListener('hashchange', onChange);
+    return () => removeEventListener('hashchange', onChange);
+  }, []);
+  return route;
+}
+
+function TokenForm({ onAccepted }) {
+  const [token, setToken] = useState('');
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const submit = async (event) => {
+    event.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      // A cheap admin read proves the token before it is kept.
+      await api('/admin/intents?limit=1', { token });
+      saveToken(token);
+      onAccepted();
+    } catch (caught) {
+      setError(caught);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return html`
+    <main class="sign-in">
+      <h1>payorch console</h1>
+      <form onSubmit=${submit}>
+        <label for="admin-token">Admin token</label>
+        <input id="admin-token" type="password" autocomplete="off" required value=${token} onInput=${(e) => setToken(e.currentTarget.value)} />
+        <button type="submit" disabled=${busy}>Open console</button>
+        <p class="hint">Kept in this tab's session storage only and sent as a bearer token.</p>
+        <${ErrorNote} error=${error} />
+      </form>
+    </main>`;
+}
+
+function Section({ route }) {
+  switch (route.section) {
+    case 'intents':
+      return route.arg === null ? html`<${IntentList} />` : html`<${IntentDetail} id=${route.arg} />`;
+    case 'review':
+      return html`<${ReviewQueue} />`;
+    case 'accounts':
+      return html`<${AccountLookup} name=${route.arg} />`;
+    case 'audit':
+      return html`<${AuditStatus} />`;
+    default:
+      throw new Error(`unknown section ${route.section}`);
+  }
+}
+
+function App() {
+  const [signedIn, setSignedIn] = useState(() => readToken() !== null);
+  const route = useRoute();
+  useEffect(() => whenUnauthorized(() => { forgetToken(); setSignedIn(false); }), []);
+  if (!signedIn) return html`<${TokenForm} onAccepted=${() => setSignedIn(true)} />`;
+  const signOut = () => { forgetToken(); setSignedIn(false); };
+  return html`
+    <header>
+      <h1>payorch console</h1>
+      <nav aria-label="Sections">
+        <ul>
+          ${SECTIONS.map((s) => html`
+            <li><a href=${`#/${s.path}`} aria-current=${route.section === s.path ? 'page' : undefined}>${s.label}</a></li>`)}
+        </ul>
+      </nav>
+      <button type="button" class="secondary" onClick=${signOut}>Forget token</button>
+    </header>
+    <main><${Section} route=${route} /></main>`;
+}
+
+render(html`<${App} />`, document.getElementById('root'));
