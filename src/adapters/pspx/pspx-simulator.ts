@@ -287,8 +287,10 @@ function buildSimulatorApp(simulator: PspxSimulator, closing: AbortSignal): Fast
     typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
 
   const send = async (reply: FastifyReply, produce: () => Answer) => {
+    // Drawn on arrival, so failNext(n) hits the next n requests to arrive, not slow ones still in flight.
+    const faulted = simulator.injectFault();
     if (simulator.currentDelayMs > 0) await pause(simulator.currentDelayMs, closing);
-    if (simulator.injectFault()) return reply.status(503).send({ reason: 'injected_failure' });
+    if (faulted) return reply.status(503).send({ reason: 'injected_failure' });
     const answer = produce();
     if (answer.holdMs !== undefined) await pause(answer.holdMs, closing);
     return reply.status(answer.status).send(answer.body);
