@@ -65,6 +65,7 @@ export function writeChart(r, path) {
     hbars(y, 'Throughput on PostgreSQL, and the floors measured in the same run', [
       { label: 'bare Fastify + signature check (floor)', value: s.bareHttpFloorPerS, color: '#bab0ac' },
       { label: 'SQL writes of a settled intent (floor)', value: s.sqlFloorWritesPerS, color: '#bab0ac' },
+      { label: 'SQL writes, 32 intents per transaction', value: s.sqlFloorGroupCommitPerS, color: '#bab0ac' },
       { label: 'SQL writes + reads of an intent', value: s.sqlFloorWithReadsPerS, color: '#bab0ac' },
       { label: 'POST /intents P2P settled (HTTP)', value: s.postgresP2pSaturatedPerS, color: '#4c78a8' },
       { label: 'P2P settled, 200,000 intents stored', value: s.p2pAfter200kPerS, color: '#4c78a8' },

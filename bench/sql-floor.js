@@ -1,6 +1,9 @@
-// The database floor: the writes of one settled P2P intent, issued straight to PostgreSQL by
-// several connections without HTTP, with the very statements the server sends (dist/ modules:
-// intent + lock + limits, one ledger batch, events + history, in one transaction).
+// The database floor: the writes of settled P2P intents, issued straight to PostgreSQL by several
+// connections without HTTP, with the very statements the server sends (dist/ modules: the
+// group-commit transaction of intent-commit.js, which guards and inserts the intents, applies
+// their ledger transfers and appends their events and history).
+// `batch` (default 1): intents per transaction; 1 is one settled intent per transaction, the
+// floor the issue names, larger is what group commit can reach on this machine.
 // `--with-reads` adds the server's reads per intent (config version, accounts, fee accounts).
 // node bench/sql-floor.js '<json options>'  → one JSON line on stdout.
 import { createHash, randomUUID } from 'node:crypto';
@@ -8,13 +11,13 @@ import { performance } from 'node:perf_hooks';
 import { openDatabase } from '../dist/adapters/database.js';
 import { findAccountsByName } from '../dist/domain/accounts.js';
 import { historyRows } from '../dist/domain/intents/create-intent.js';
-import { closeIntent, openIntent } from '../dist/domain/intents/intent-commit.js';
+import { commitBatch } from '../dist/domain/intents/intent-commit.js';
 import { reserveTransfer, settleTransfers } from '../dist/domain/intents/money-path.js';
 import { limitChecks, loadLimitRules } from '../dist/domain/limits.js';
 import { ledgerAccountId } from '../dist/ledger/account-id.js';
 import { SqlLedger } from '../dist/ledger/sql-ledger.js';
 
-const { databaseUrl, concurrency = 16, durationS = 15, warmupS = 2, users, withReads = false, amount = 100, fee = 1 } = JSON.parse(process.argv[2]);
+const { databaseUrl, concurrency = 16, durationS = 15, warmupS = 2, users, withReads = false, amount = 100, fee = 1, batch = 1 } = JSON.parse(process.argv[2]);
 const [firstUser, userCount] = users;
 const db = await openDatabase(databaseUrl, '');
 const ledger = new SqlLedger();
@@ -23,8 +26,11 @@ const revenueName = 'system.revenue.THB';
 const revenue = ledgerAccountId(revenueName);
 const rules = await loadLimitRules(db, 'P2P_TRANSFER', 'THB');
 const TIMEOUT_S = 1800;
+const TRANSITIONS = [
+  { from: null, to: 'CREATED' }, { from: 'CREATED', to: 'VALIDATED' }, { from: 'VALIDATED', to: 'AUTHORIZED' }, { from: 'AUTHORIZED', to: 'SETTLED' },
+];
 
-async function settleOne(payer, recipient) {
+async function commitOf(payer, recipient) {
   const fromName = `user.${payer}.THB`;
   const toName = `user.${recipient}.THB`;
   if (withReads) {
@@ -47,19 +53,23 @@ async function settleOne(payer, recipient) {
     transitLedgerId: transit, amount: BigInt(amount), preFee: BigInt(fee), postFee: 0n, feeLegs: [{ ledgerAccountId: revenue, amount: BigInt(fee) }],
   };
   const transfers = [reserveTransfer(plan, TIMEOUT_S), ...settleTransfers(plan)];
-  const intent = { ...draft, transferIds: transfers.map((t) => t.id) };
-  await db.transaction(async (tx) => {
-    const checks = limitChecks(rules, { operationType: 'P2P_TRANSFER', amount: BigInt(amount), currency: 'THB', fromUserId: payer, toUserId: recipient }, now);
-    const opened = await openIntent(tx, intent, { payerUserId: payer, checks });
-    if (opened.kind !== 'opened') throw new Error('duplicate in the floor');
-    const failures = (await ledger.createTransfers(tx, transfers)).filter((f) => f.result !== 'exists');
-    if (failures.length > 0) throw new Error(`ledger: ${failures.map((f) => f.result).join(', ')}`);
-    const transitions = [
-      { from: null, to: 'CREATED' }, { from: 'CREATED', to: 'VALIDATED' }, { from: 'VALIDATED', to: 'AUTHORIZED' }, { from: 'AUTHORIZED', to: 'SETTLED' },
-    ];
-    const accounts = { from: { accountName: fromName, userId: payer }, to: { accountName: toName, userId: recipient } };
-    await closeIntent(tx, intent, transitions, historyRows(intent, accounts));
-  });
+  const checks = limitChecks(rules, { operationType: 'P2P_TRANSFER', amount: BigInt(amount), currency: 'THB', fromUserId: payer, toUserId: recipient }, now);
+  const accounts = { from: { accountName: fromName, userId: payer }, to: { accountName: toName, userId: recipient } };
+  return {
+    intent: { ...draft, transferIds: transfers.map((t) => t.id) },
+    guard: { payerUserId: payer, checks },
+    transfers,
+    transitions: TRANSITIONS,
+    history: historyRows(draft, accounts),
+  };
+}
+
+async function settleBatch(payers) {
+  const items = [];
+  for (const [payer, recipient] of payers) items.push(await commitOf(payer, recipient));
+  const outcomes = await db.transaction((tx) => commitBatch(tx, ledger, items));
+  const refused = outcomes.find((o) => o.kind !== 'stored' || o.failure !== null);
+  if (refused !== undefined) throw new Error(`refused in the floor: ${JSON.stringify(refused, (_, v) => (typeof v === 'bigint' ? String(v) : v))}`);
 }
 
 let ok = 0;
@@ -67,22 +77,26 @@ let failed = 0;
 const start = performance.now();
 const warmEnd = start + warmupS * 1000;
 const end = warmEnd + durationS * 1000;
+// Each worker pays from its own payers, so no two transactions hold one payer's lock.
 const perWorker = Math.floor(userCount / concurrency);
 await Promise.all(
   Array.from({ length: concurrency }, async (_, w) => {
-    for (let i = 0; performance.now() < end; i++) {
-      const payer = firstUser + w + concurrency * (i % perWorker);
-      const recipient = firstUser + ((payer - firstUser + 1 + (i % (userCount - 1))) % userCount);
+    for (let i = 0; performance.now() < end; i += batch) {
+      const pairs = Array.from({ length: batch }, (_, k) => {
+        const payer = firstUser + w + concurrency * ((i + k) % perWorker);
+        const recipient = firstUser + ((payer - firstUser + 1 + ((i + k) % (userCount - 1))) % userCount);
+        return [payer, recipient];
+      });
       try {
-        await settleOne(payer, recipient);
-        if (performance.now() >= warmEnd) ok++;
+        await settleBatch(pairs);
+        if (performance.now() >= warmEnd) ok += batch;
       } catch (error) {
-        failed++;
-        if (failed < 3) process.stderr.write(`${error.message}\n`);
+        failed += batch;
+        if (failed <= 3 * batch) process.stderr.write(`${error.message}\n`);
       }
     }
   }),
 );
 const elapsedS = (performance.now() - warmEnd) / 1000;
-process.stdout.write(`${JSON.stringify({ withReads, concurrency, durationS: Math.round(elapsedS * 10) / 10, ok, failed, throughputPerS: Math.round(ok / elapsedS) })}\n`);
+process.stdout.write(`${JSON.stringify({ withReads, concurrency, batch, durationS: Math.round(elapsedS * 10) / 10, ok, failed, throughputPerS: Math.round(ok / elapsedS) })}\n`);
 await db.close();

@@ -22,6 +22,8 @@ import { feeDryRunRoutes } from './http/routes/fee-dry-run.js';
 import { intentRoutes } from './http/routes/intents.js';
 import { invoiceRoutes } from './http/routes/invoices.js';
 import type { FeeEngine } from './domain/fees/index.js';
+import { sharedAccountLookup } from './domain/accounts.js';
+import { IntentCommitter } from './domain/intents/intent-commit.js';
 import { PayerLocks } from './domain/intents/payer-locks.js';
 import { StatusPublisher } from './domain/intents/status-publisher.js';
 import { pspxWalletRoutes } from './http/routes/pspx-wallets.js';
@@ -71,9 +73,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   accountRoutes(app, { db: deps.db, ledger: deps.ledger });
   policyRoutes(app, { db: deps.db });
   await adminRoutes(app, { db: deps.db, feeEngine: deps.fees, reloadSecrets: deps.reloadSecrets });
+  const ledger = timedLedger(deps.ledger, metrics);
   const intentDeps = {
     db: deps.db,
-    ledger: timedLedger(deps.ledger, metrics),
+    ledger,
+    committer: new IntentCommitter(deps.db, ledger, (size) => metrics.observeIntentBatch(size)),
+    accounts: sharedAccountLookup(deps.db),
     fees: deps.fees,
     publisher: new StatusPublisher(deps.broker, app.log),
     locks: new PayerLocks(),

@@ -35,6 +35,8 @@ export interface Metrics extends WorkerMetrics {
   /** A POST /intents refused with a 4xx (nothing stored), by error code. */
   intentRefused(operationType: string, error: string): void;
   observeLedgerBatch(result: LedgerBatchResult, seconds: number): void;
+  /** Intents committed in one group-commit transaction. */
+  observeIntentBatch(size: number): void;
   readonly liveStreams: { inc(): void; dec(): void };
   /** Runs the scrape-time samplers (one SQL query for the outbox) and renders the text format. */
   render(): Promise<string>;
@@ -90,6 +92,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     buckets: LEDGER_BUCKETS_S,
     registers,
   });
+  const intentBatch = new Histogram({
+    name: 'payorch_intent_commit_batch_size',
+    help: 'Intents stored by one group-commit transaction of POST /intents.',
+    buckets: [1, 2, 4, 8, 16, 32],
+    registers,
+  });
   const pspInFlight = new Gauge({ name: 'payorch_psp_in_flight', help: 'PSPX payouts the PSP worker of this process is processing.', registers });
   const pspInquiries = new Counter({ name: 'payorch_psp_inquiries_total', help: 'Status inquiries sent to the PSPX provider.', registers });
   const escalations = new Counter({ name: 'payorch_psp_escalations_total', help: 'PSPX payouts moved to MANUAL_REVIEW.', registers });
@@ -109,6 +117,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     },
     intentRefused: (operationType, error) => refused.inc({ operation_type: operationType, error }),
     observeLedgerBatch: (result, seconds) => ledgerDuration.observe({ result }, seconds),
+    observeIntentBatch: (size) => intentBatch.observe(size),
     pspInFlight: { inc: () => pspInFlight.inc(), dec: () => pspInFlight.dec() },
     pspInquiry: () => pspInquiries.inc(),
     pspEscalation: () => escalations.inc(),

@@ -1,3 +1,4 @@
+import { CoalescedReads } from './coalesced-reads.js';
 import type { Sql } from '../adapters/database.js';
 import { ledgerAccountId } from '../ledger/account-id.js';
 import { AccountFlags, type Ledger, LEDGER_THB } from '../ledger/ledger.js';
@@ -92,6 +93,15 @@ export async function findAccount(sql: Sql, nameOrLedgerId: string): Promise<Acc
     isUuid(nameOrLedgerId) ? nameOrLedgerId.toLowerCase() : nameOrLedgerId,
   ]);
   return rows[0] === undefined ? null : toAccountRecord(rows[0]);
+}
+
+/** Accounts by name; absent names are missing from the map. */
+export type AccountLookup = (names: readonly string[]) => Promise<ReadonlyMap<string, AccountRecord>>;
+
+/** A lookup whose reads are shared by the requests that arrive together (the hot path of POST /intents). */
+export function sharedAccountLookup(sql: Sql): AccountLookup {
+  const reads = new CoalescedReads((names: readonly string[]) => findAccountsByName(sql, names));
+  return (names) => reads.load(names);
 }
 
 export async function findAccountsByName(sql: Sql, names: readonly string[]): Promise<Map<string, AccountRecord>> {

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { CoalescedReads } from './coalesced-reads.js';
 import type { Sql } from '../adapters/database.js';
 import type { Permissions } from '../config.js';
 import type { FeeRule } from './fees/index.js';
@@ -41,14 +42,22 @@ export class ConfigCache {
   private latest: ConfigSnapshot | null = null;
   private loading: Promise<ConfigSnapshot> | null = null;
 
-  constructor(private readonly sql: Sql) {}
+  /** Requests that arrive together share one read of the version. */
+  private readonly versionReads: CoalescedReads<'version', bigint>;
 
-  /** The snapshot as of now: one round trip, two when the version moved. */
+  constructor(private readonly sql: Sql) {
+    this.versionReads = new CoalescedReads(async () => {
+      const { rows } = await sql.query<{ version: bigint }>('SELECT version FROM config_version');
+      const version = rows[0]?.version;
+      assert.equal(typeof version, 'bigint', 'config_version must hold one row');
+      return new Map([['version', version as bigint]]);
+    });
+  }
+
+  /** The snapshot as of now: one shared round trip, two when the version moved. */
   async fresh(): Promise<ConfigSnapshot> {
-    const { rows } = await this.sql.query<{ version: bigint }>('SELECT version FROM config_version');
-    const version = rows[0]?.version;
-    assert.equal(typeof version, 'bigint', 'config_version must hold one row');
-    return this.atLeast(version as bigint);
+    const version = (await this.versionReads.load(['version'])).get('version');
+    return this.atLeast(version!);
   }
 
   private async atLeast(version: bigint): Promise<ConfigSnapshot> {

@@ -5,6 +5,8 @@ import { type Broker, createBroker } from '../../src/adapters/broker.js';
 import { ApiError } from '../../src/domain/errors.js';
 import { confirmInvoice } from '../../src/domain/intents/confirm-invoice.js';
 import { createFeeEngine, type FeeEngine } from '../../src/domain/fees/index.js';
+import { sharedAccountLookup } from '../../src/domain/accounts.js';
+import { IntentCommitter } from '../../src/domain/intents/intent-commit.js';
 import { PayerLocks } from '../../src/domain/intents/payer-locks.js';
 import { StatusPublisher } from '../../src/domain/intents/status-publisher.js';
 import type { Logger } from '../../src/domain/logger.js';
@@ -660,6 +662,8 @@ describe('races (R26)', () => {
         fees,
         publisher: new StatusPublisher(tap.broker, quiet),
         locks: new PayerLocks(),
+        committer: new IntentCommitter(t.db, t.ledger),
+        accounts: sharedAccountLookup(t.db),
         settings: t.config,
       });
       const outcomes = await Promise.allSettled(

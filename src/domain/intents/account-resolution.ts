@@ -1,7 +1,7 @@
 import type { Sql } from '../../adapters/database.js';
 import type { Permissions } from '../../config.js';
 import { parseAccountName, userWalletName } from '../account-names.js';
-import { type AccountRecord, findAccount, findAccountsByName } from '../accounts.js';
+import { type AccountLookup, type AccountRecord, findAccount } from '../accounts.js';
 import { apiError } from '../errors.js';
 import { assertNever } from '../errors.js';
 import type { IntentRequest } from './intent-request.js';
@@ -84,7 +84,7 @@ export function checkOverridePermissions(request: IntentRequest, permissions: Pe
  * Names from the operation table, replaced by overrides; both must exist in the account map
  * (422 ACCOUNT_NOT_FOUND), and a name that follows no account pattern is a 400.
  */
-export async function resolveAccounts(sql: Sql, request: IntentRequest, actor: number): Promise<ResolvedAccounts> {
+export async function resolveAccounts(sql: Sql, lookup: AccountLookup, request: IntentRequest, actor: number): Promise<ResolvedAccounts> {
   const defaults = defaultNames(request, actor);
   const fromName = request.fromAccountName ?? defaults.from;
   let to: AccountRecord | null = null;
@@ -100,7 +100,7 @@ export async function resolveAccounts(sql: Sql, request: IntentRequest, actor: n
     if (name !== null && parseAccountName(name) === null) throw apiError('BAD_REQUEST', `account name ${name} is not resolvable`);
   }
   const names = [toName, ...(needsFrom && fromName !== null ? [fromName] : [])];
-  const found = await findAccountsByName(sql, names);
+  const found = await lookup(names);
   for (const name of names) {
     if (!found.has(name)) throw apiError('ACCOUNT_NOT_FOUND', `account ${name} does not exist`);
   }

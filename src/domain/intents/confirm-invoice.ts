@@ -52,7 +52,7 @@ export async function confirmInvoice(deps: IntentDeps, input: ConfirmInvoiceInpu
     // before the transaction: the sandboxed rules then never run while the invoice row is locked.
     const fees = await calculateFees(deps.db, deps.fees, { operationType: intent.operationType, amount: intent.amount, currency: intent.currency, metadata: intent.metadata });
     if (fees.postFee > intent.amount) throw apiError('BAD_REQUEST', `post fee ${fees.postFee} exceeds the amount ${intent.amount}`);
-    const legs = await feeLegs(deps.db, fees);
+    const legs = await feeLegs(deps.accounts, fees);
 
     return deps.locks.withPayer(input.payerUserId, async () => {
       const outcome = await redeem(deps, intent, { payer, fees, legs, input });

@@ -1,9 +1,9 @@
 import { createHash, createHmac, randomUUID } from 'node:crypto';
-import type { Database, Sql } from '../../adapters/database.js';
+import type { Database } from '../../adapters/database.js';
 import type { Permissions } from '../../config.js';
 import { ledgerAccountId } from '../../ledger/account-id.js';
-import type { CreateTransferError, CreateTransferResult, Ledger } from '../../ledger/ledger.js';
-import type { AccountRecord } from '../accounts.js';
+import type { Ledger } from '../../ledger/ledger.js';
+import type { AccountLookup, AccountRecord } from '../accounts.js';
 import { ApiError, apiError, assertNever } from '../errors.js';
 import { type ConfigSnapshot, feeRulesOf } from '../config-cache.js';
 import type { FeeEngine, FeeResult } from '../fees/index.js';
@@ -14,9 +14,8 @@ import { pickChannel, routeChannel } from '../routing.js';
 import { checkOverridePermissions, resolveAccounts, type ResolvedAccounts } from './account-resolution.js';
 import { calculateFees, feeLegs } from './fee-calculation.js';
 import { bodyRuleViolation, type IntentRequest, requestFingerprint } from './intent-request.js';
-import { appendEvents, findIntentByKey, type Intent, type NewIntent, type Transition } from './intent-store.js';
-import { closeIntent, openIntent } from './intent-commit.js';
-import { applyTransfers } from './apply-transfers.js';
+import { findIntentByKey, type Intent, type NewIntent, type Transition } from './intent-store.js';
+import type { IntentCommitter } from './intent-commit.js';
 import { type MoneyPlan, reserveTransfer, settleTransfers } from './money-path.js';
 import type { PayerLocks } from './payer-locks.js';
 import { checkPspxRequest } from './pspx-checks.js';
@@ -28,6 +27,9 @@ export interface IntentDeps {
   readonly fees: FeeEngine;
   readonly publisher: StatusPublisher;
   readonly locks: PayerLocks;
+  readonly committer: IntentCommitter;
+  /** Shared by concurrent requests (coalesced-reads.ts). */
+  readonly accounts: AccountLookup;
   readonly settings: {
     readonly ledgerPendingTimeoutS: number;
     readonly invoiceMaxTtlS: number;
@@ -104,7 +106,7 @@ async function validateAndPersist(deps: IntentDeps, input: CreateIntentInput, fi
   if (violation !== null) throw apiError('BAD_REQUEST', violation);
   if (request.operationType === 'INVOICE_PAYMENT') checkInvoiceTtl(deps, request);
 
-  const accounts = await resolveAccounts(deps.db, request, actor);
+  const accounts = await resolveAccounts(deps.db, deps.accounts, request, actor);
   const amount = BigInt(request.amount);
   const channel = config === null ? await routeChannel(deps.db, request.operationType, amount) : pickChannel(config.routes, request.operationType, amount);
   if (channel === 'PSPX_TRANSFER') checkPspxRequest(request, accounts.from);
@@ -112,7 +114,7 @@ async function validateAndPersist(deps: IntentDeps, input: CreateIntentInput, fi
   const feeRules = config === null ? undefined : feeRulesOf(config, request.operationType);
   const fees = isInvoice ? NO_FEES : await calculateFees(deps.db, deps.fees, { ...request, amount }, feeRules);
   if (fees.postFee > amount) throw apiError('BAD_REQUEST', `post fee ${fees.postFee} exceeds the amount ${amount}`);
-  const legs = await feeLegs(deps.db, fees);
+  const legs = await feeLegs(deps.accounts, fees);
 
   const payer = accounts.from?.userId ?? null;
   return deps.locks.withPayer(isInvoice ? null : payer, async () => {
@@ -225,12 +227,11 @@ function draftIntent(
 
 type PersistOutcome =
   | { kind: 'duplicate' }
-  | { kind: 'stored'; intent: Intent; transitions: Transition[]; ledgerFailure: string[] | null };
+  | { kind: 'stored'; intent: Intent; transitions: readonly Transition[]; ledgerFailure: string[] | null };
 
 /**
- * One transaction: the intent, its audit trail, its ledger movement and its history commit
- * together, in five round trips (BEGIN, intent + lock + limits, ledger, events + history, COMMIT).
- * `limitRules` null: read them inside the transaction (callers without a config snapshot).
+ * The intent, its audit trail, its ledger movement and its history commit together, in the
+ * transaction of its group commit (intent-commit.ts). A refusal throws and stores nothing.
  */
 async function persist(
   deps: IntentDeps,
@@ -239,66 +240,43 @@ async function persist(
   accounts: ResolvedAccounts,
   limitRules: readonly LimitRule[] | null,
 ): Promise<PersistOutcome> {
-  return deps.db.transaction(async (tx) => {
-    const transfers =
-      plan === null ? [] : draft.status === 'SETTLED' ? [reserveTransfer(plan, deps.settings.ledgerPendingTimeoutS), ...settleTransfers(plan)] : [reserveTransfer(plan, deps.settings.ledgerPendingTimeoutS)];
-    const intent = { ...draft, transferIds: transfers.map((t) => t.id) };
-    const rules = plan === null ? [] : (limitRules ?? (await loadLimitRules(tx, draft.operationType, draft.currency)));
-    const guard = {
-      payerUserId: plan === null ? null : draft.fromUserId,
-      checks: limitChecks(rules, { operationType: draft.operationType, amount: draft.amount, currency: draft.currency, fromUserId: draft.fromUserId, toUserId: draft.toUserId }, new Date()),
-    };
-    const opened = await openIntent(tx, intent, guard);
-    if (opened.kind === 'duplicate') return { kind: 'duplicate' };
-    if (plan === null) {
-      const transitions: Transition[] = [{ from: null, to: 'CREATED' }];
-      await closeIntent(tx, draft, transitions, []);
-      return { kind: 'stored', intent: stored(intent, opened.createdAt), transitions, ledgerFailure: null };
+  const transfers =
+    plan === null ? [] : draft.status === 'SETTLED' ? [reserveTransfer(plan, deps.settings.ledgerPendingTimeoutS), ...settleTransfers(plan)] : [reserveTransfer(plan, deps.settings.ledgerPendingTimeoutS)];
+  const intent = { ...draft, transferIds: transfers.map((t) => t.id) };
+  const rules = plan === null ? [] : (limitRules ?? (await loadLimitRules(deps.db, draft.operationType, draft.currency)));
+  const guard = {
+    payerUserId: plan === null ? null : draft.fromUserId,
+    checks: limitChecks(rules, { operationType: draft.operationType, amount: draft.amount, currency: draft.currency, fromUserId: draft.fromUserId, toUserId: draft.toUserId }, new Date()),
+  };
+  const transitions: Transition[] =
+    plan === null
+      ? [{ from: null, to: 'CREATED' }]
+      : [
+          { from: null, to: 'CREATED' },
+          { from: 'CREATED', to: 'VALIDATED' },
+          { from: 'VALIDATED', to: 'AUTHORIZED' },
+          ...(draft.status === 'SETTLED' ? [{ from: 'AUTHORIZED', to: 'SETTLED' }] : []),
+        ];
+  const history = draft.status === 'SETTLED' ? historyRows(draft, accounts) : [];
+  const outcome = await deps.committer.commit({ intent, guard, transfers, transitions, history });
+  switch (outcome.kind) {
+    case 'duplicate':
+      return outcome;
+    case 'refused':
+      throw outcome.error;
+    case 'stored': {
+      const created = stored(intent, outcome.createdAt);
+      if (outcome.failure === null) return { kind: 'stored', intent: created, transitions: outcome.transitions, ledgerFailure: null };
+      return {
+        kind: 'stored',
+        intent: { ...created, status: 'FAILED', failureReason: outcome.failure.reason },
+        transitions: outcome.transitions,
+        ledgerFailure: [...outcome.failure.results],
+      };
     }
-    const money = await applyTransfers(deps.ledger, tx, draft, transfers);
-    switch (money.kind) {
-      case 'reservation_refused':
-        throw reservationError(money.failure);
-      case 'settlement_refused':
-        return failSettlement(tx, intent, opened.createdAt, money.results);
-      case 'applied':
-        break;
-      default:
-        assertNever(money);
-    }
-
-    const transitions: Transition[] = [
-      { from: null, to: 'CREATED' },
-      { from: 'CREATED', to: 'VALIDATED' },
-      { from: 'VALIDATED', to: 'AUTHORIZED' },
-      ...(draft.status === 'SETTLED' ? [{ from: 'AUTHORIZED', to: 'SETTLED' }] : []),
-    ];
-    await closeIntent(tx, draft, transitions, draft.status === 'SETTLED' ? historyRows(draft, accounts) : []);
-    return { kind: 'stored', intent: stored(intent, opened.createdAt), transitions, ledgerFailure: null };
-  });
-}
-
-function reservationError(failure: CreateTransferResult) {
-  if (failure.result === 'exceeds_credits') return apiError('INSUFFICIENT_FUNDS', 'the source account lacks funds for this payment');
-  return apiError('LEDGER_TRANSFER_ERROR', `ledger refused the reservation: ${failure.result}`);
-}
-
-/** The chain did not apply and its reservation is already voided: record the failure, in this transaction. */
-async function failSettlement(tx: Sql, draft: NewIntent, createdAt: Date, reasons: readonly CreateTransferError[]): Promise<PersistOutcome> {
-  const failureReason = `ledger_transfer_error: ${reasons.join(', ')}`;
-  const updated = await tx.query(
-    "UPDATE intents SET status = 'FAILED', failure_reason = $2, updated_at = now() WHERE id = $1 AND status = 'SETTLED'",
-    [draft.id, failureReason],
-  );
-  if (updated.rowCount !== 1) throw new Error(`intent ${draft.id} changed under its own transaction`);
-  const transitions: Transition[] = [
-    { from: null, to: 'CREATED' },
-    { from: 'CREATED', to: 'VALIDATED' },
-    { from: 'VALIDATED', to: 'AUTHORIZED' },
-    { from: 'AUTHORIZED', to: 'FAILED', reason: failureReason },
-  ];
-  await appendEvents(tx, draft.id, transitions);
-  return { kind: 'stored', intent: { ...stored(draft, createdAt), status: 'FAILED', failureReason }, transitions, ledgerFailure: [...reasons] };
+    default:
+      return assertNever(outcome);
+  }
 }
 
 export function historyRows(intent: Pick<Intent, 'amount' | 'preFeeAmount' | 'postFeeAmount'>, accounts: { from: AccountRecord | null; to: AccountRecord }) {

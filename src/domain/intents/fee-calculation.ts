@@ -1,5 +1,5 @@
 import type { Sql } from '../../adapters/database.js';
-import { findAccountsByName } from '../accounts.js';
+import type { AccountLookup } from '../accounts.js';
 import { apiError } from '../errors.js';
 import { type FeeEngine, FeeEvaluationError, type FeeResult, type FeeRule } from '../fees/index.js';
 import type { MoneyLeg } from './money-path.js';
@@ -54,12 +54,9 @@ export async function calculateFees(
 }
 
 /** Every fee-split account must exist (422 ACCOUNT_NOT_FOUND); returns the ledger legs. */
-export async function feeLegs(sql: Sql, result: FeeResult): Promise<MoneyLeg[]> {
+export async function feeLegs(lookup: AccountLookup, result: FeeResult): Promise<MoneyLeg[]> {
   if (result.splits.length === 0) return [];
-  const accounts = await findAccountsByName(
-    sql,
-    result.splits.map((split) => split.account),
-  );
+  const accounts = await lookup(result.splits.map((split) => split.account));
   return result.splits.map((split) => {
     const account = accounts.get(split.account);
     if (account === undefined) throw apiError('ACCOUNT_NOT_FOUND', `fee account ${split.account} does not exist`);

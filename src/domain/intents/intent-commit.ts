@@ -1,16 +1,20 @@
-import type { Sql } from '../../adapters/database.js';
-import { apiError } from '../errors.js';
+import type { Database, Sql } from '../../adapters/database.js';
+import type { CreateTransferError, CreateTransferResult, Ledger, TransferInput } from '../../ledger/ledger.js';
+import { type ApiError, apiError } from '../errors.js';
 import { type LimitCheck, limitExceeded } from '../limits.js';
-import { type HistoryRow, insertIntentStatement, type NewIntent, type Transition } from './intent-store.js';
-import { PAYER_LOCK_CLASS } from './payer-locks.js';
+import { GroupCommit } from './group-commit.js';
+import { type HistoryRow, type NewIntent, newIntentRow, type Transition } from './intent-store.js';
+import { voidTransfer } from './money-path.js';
+import { PAYER_LOCK_CLASS, RECIPIENT_LIMIT_LOCK_CLASS } from './payer-locks.js';
 
 /**
- * The statements of one intent's transaction, folded: a round trip costs about as much as the
- * SQL it carries (docs/PERFORMANCE.md), so the intent row, the payer's lock and the limit usage
- * go in one statement, and the audit events and history rows in another.
+ * The one transaction that stores new intents with their money, shared by every intent that
+ * arrives while earlier ones commit (group commit, docs/PERFORMANCE.md). Per batch, whatever its
+ * size: BEGIN, one statement that guards and inserts the intents (intent_open_batch), one ledger
+ * call with all their transfers (a TigerBeetle-style batch: each intent's settlement is its own
+ * linked chain, so one refusal leaves the others alone), one statement with every audit event and
+ * history row, COMMIT.
  */
-
-export type Opened = { readonly kind: 'duplicate' } | { readonly kind: 'opened'; readonly createdAt: Date };
 
 export interface Guard {
   /** The payer whose advisory lock (R22) this transaction takes; null: none. */
@@ -19,36 +23,197 @@ export interface Guard {
   readonly checks: readonly LimitCheck[];
 }
 
-/**
- * Inserts the intent (nothing when its idempotency key is stored: `duplicate`), takes the payer's
- * lock and compares the limit usage, in one statement (intent_guard, migrations/006). A refusal
- * throws, which rolls the insert back with the transaction: a refused request stores nothing.
- */
-export async function openIntent(tx: Sql, intent: NewIntent, guard: Guard): Promise<Opened> {
-  const insert = insertIntentStatement(intent);
-  const n = insert.values.length;
-  const { rows } = await tx.query<{ created_at: Date | null; refusal: GuardRefusal | null }>(
-    `WITH inserted AS (${insert.text})
-     SELECT (SELECT created_at FROM inserted) AS created_at,
-            intent_guard($${n + 1}, $${n + 2}::bigint, $${n + 3}::uuid, $${n + 4}::jsonb) AS refusal`,
-    [...insert.values, PAYER_LOCK_CLASS, guard.payerUserId, intent.id, JSON.stringify(guard.checks.map(checkJson))],
-  );
-  const row = rows[0];
-  if (row === undefined || row.created_at === null) return { kind: 'duplicate' };
-  const refusal = row.refusal;
-  if (refusal !== null) throw refusalError(refusal, guard);
-  return { kind: 'opened', createdAt: row.created_at };
+export interface IntentCommit {
+  /** transferIds already set. */
+  readonly intent: NewIntent;
+  readonly guard: Guard;
+  /** `[]`, `[reserve]` or `[reserve, ...settlement chain]`. */
+  readonly transfers: readonly TransferInput[];
+  /** The audit trail when every transfer applies. */
+  readonly transitions: readonly Transition[];
+  readonly history: readonly HistoryRow[];
 }
 
+export type CommitOutcome =
+  | { readonly kind: 'duplicate' }
+  /** Nothing was stored: the guard or the reservation refused. */
+  | { readonly kind: 'refused'; readonly error: ApiError }
+  | { readonly kind: 'stored'; readonly createdAt: Date; readonly transitions: readonly Transition[]; readonly failure: LedgerFailure | null };
+
+/** The settlement chain did not apply; the reservation was voided and the intent stored as FAILED. */
+export interface LedgerFailure {
+  readonly reason: string;
+  readonly results: readonly CreateTransferError[];
+}
+
+/** Intents of one batch; one per connection in flight at most, so reads keep connections too. */
+const BATCH_MAX = 32;
+
+export class IntentCommitter {
+  private readonly group: GroupCommit<IntentCommit, CommitOutcome>;
+
+  constructor(db: Database, ledger: Ledger, observeBatch: (size: number) => void = () => {}) {
+    // PGlite runs one transaction at a time: a second batch in flight would only wait for the first.
+    const flushesMax = db.kind === 'pglite' ? 1 : 4;
+    const flush = async (batch: readonly IntentCommit[]) => {
+      const outcomes = await db.transaction((tx) => commitBatch(tx, ledger, batch));
+      observeBatch(batch.length);
+      return outcomes;
+    };
+    this.group = new GroupCommit(flush, {
+      batchMax: BATCH_MAX,
+      flushesMax,
+      // A payment refused by the ledger still counted in the recipient limits of the intents
+      // opened after it in its batch: intents checked against one recipient's limits go apart.
+      keysOf: (item) => item.guard.checks.filter((check) => check.side === 'to').map((check) => `to:${check.userId}`),
+    });
+  }
+
+  commit(item: IntentCommit): Promise<CommitOutcome> {
+    return this.group.submit(item);
+  }
+}
+
+type Opened = { createdAt: string } | { duplicate: true } | GuardRefusal;
 type GuardRefusal = { refusal: 'locked' } | { refusal: 'limit'; index: number; current: string };
 
-function refusalError(refusal: GuardRefusal, guard: Guard) {
+/** Throws to roll the whole batch back; GroupCommit then commits its intents one by one. */
+export async function commitBatch(tx: Sql, ledger: Ledger, batch: readonly IntentCommit[]): Promise<CommitOutcome[]> {
+  const opened = await openBatch(tx, batch);
+  const outcomes: Array<CommitOutcome | null> = opened.map((o, i) => {
+    if ('duplicate' in o) return { kind: 'duplicate' };
+    if ('refusal' in o) return { kind: 'refused', error: refusalError(o, batch[i]!.guard) };
+    return null;
+  });
+
+  const moving = batch.flatMap((item, index) => (outcomes[index] === null && item.transfers.length > 0 ? [index] : []));
+  const failuresOf = await applyTransfers(tx, ledger, moving.map((index) => batch[index]!.transfers));
+  const voids: TransferInput[] = [];
+  const closing: Closing[] = [];
+  batch.forEach((item, index) => {
+    if (outcomes[index] !== null) return;
+    const failures = failuresOf.get(moving.indexOf(index)) ?? [];
+    const createdAt = new Date((opened[index] as { createdAt: string }).createdAt);
+    const reserveFailure = failures.find((f) => f.index === 0);
+    if (reserveFailure !== undefined) {
+      // The settlement chain needs the reservation, so nothing moved: the intent is not stored.
+      outcomes[index] = { kind: 'refused', error: reservationError(reserveFailure) };
+      closing.push({ item, action: 'drop', transitions: [], history: [] });
+    } else if (failures.length > 0) {
+      const results = failures.map((f) => f.result);
+      const reason = `ledger_transfer_error: ${results.join(', ')}`;
+      const transitions: Transition[] = [...item.transitions.slice(0, -1), { from: 'AUTHORIZED', to: 'FAILED', reason }];
+      voids.push(voidTransfer(item.intent.id, item.intent.operationType));
+      outcomes[index] = { kind: 'stored', createdAt, transitions, failure: { reason, results } };
+      closing.push({ item, action: 'fail', failureReason: reason, transitions, history: [] });
+    } else {
+      outcomes[index] = { kind: 'stored', createdAt, transitions: item.transitions, failure: null };
+      closing.push({ item, action: 'keep', transitions: item.transitions, history: item.history });
+    }
+  });
+  if (voids.length > 0) {
+    const refused = (await ledger.createTransfers(tx, voids)).filter((f) => f.result !== 'exists');
+    // Rolls back the batch, reservations included: no money is left held.
+    if (refused.length > 0) throw new Error(`ledger refused to void: ${refused.map((f) => `${voids[f.index]?.pendingId} ${f.result}`).join(', ')}`);
+  }
+  await closeBatch(tx, closing);
+  return outcomes.map((o) => o!);
+}
+
+async function openBatch(tx: Sql, batch: readonly IntentCommit[]): Promise<Opened[]> {
+  const items = batch.map(({ intent, guard }) => ({ intent: newIntentRow(intent), payer: guard.payerUserId, checks: guard.checks.map(checkJson) }));
+  const { rows } = await tx.query<{ opened: Opened[] }>('SELECT intent_open_batch($1, $2, $3::jsonb) AS opened', [
+    PAYER_LOCK_CLASS,
+    RECIPIENT_LIMIT_LOCK_CLASS,
+    JSON.stringify(items),
+  ]);
+  const opened = rows[0]?.opened ?? [];
+  if (opened.length !== batch.length) throw new Error(`intent_open_batch answered ${opened.length} of ${batch.length}`);
+  return opened;
+}
+
+/**
+ * One ledger call for the transfers of every intent; answers the failures other than `exists`
+ * (a retried step) per intent, with indexes within that intent's own transfers.
+ */
+async function applyTransfers(tx: Sql, ledger: Ledger, perIntent: ReadonlyArray<readonly TransferInput[]>): Promise<Map<number, CreateTransferResult[]>> {
+  const byIntent = new Map<number, CreateTransferResult[]>();
+  if (perIntent.length === 0) return byIntent;
+  const owner: Array<{ intent: number; offset: number }> = [];
+  perIntent.forEach((transfers, intent) => transfers.forEach((_, offset) => owner.push({ intent, offset })));
+  for (const failure of await ledger.createTransfers(tx, perIntent.flat())) {
+    if (failure.result === 'exists') continue;
+    const at = owner[failure.index];
+    if (at === undefined) throw new Error(`ledger named transfer ${failure.index} of ${owner.length}`);
+    byIntent.set(at.intent, [...(byIntent.get(at.intent) ?? []), { index: at.offset, result: failure.result }]);
+  }
+  return byIntent;
+}
+
+interface Closing {
+  readonly item: IntentCommit;
+  /** keep: append its trail; fail: mark it FAILED with its trail; drop: it never happened. */
+  readonly action: 'keep' | 'fail' | 'drop';
+  readonly failureReason?: string;
+  readonly transitions: readonly Transition[];
+  readonly history: readonly HistoryRow[];
+}
+
+/** Every intent's audit events (in order) and history rows, the FAILED marks and the drops, in one statement. */
+async function closeBatch(tx: Sql, closing: readonly Closing[]): Promise<void> {
+  if (closing.length === 0) return;
+  const items = closing.map(({ item, action, failureReason, transitions, history }, ord) => ({
+    ord,
+    id: item.intent.id,
+    action,
+    failure_reason: failureReason ?? null,
+    transitions: transitions.map((t) => ({ from: t.from, to: t.to, reason: t.reason ?? null, payload: t.payload ?? null })),
+    history: history.map((h) => ({
+      account_name: h.accountName,
+      user_id: h.userId,
+      direction: h.direction,
+      amount: h.amount.toString(),
+      fee_amount: h.feeAmount.toString(),
+    })),
+  }));
+  await tx.query(
+    `WITH items AS (
+       SELECT x.*, i.operation_type, i.currency
+         FROM jsonb_to_recordset($1::jsonb) AS x (ord integer, id uuid, action text, failure_reason text, transitions jsonb, history jsonb)
+         JOIN intents i ON i.id = x.id
+     ), dropped AS (
+       DELETE FROM intents i USING items x WHERE i.id = x.id AND x.action = 'drop'
+     ), failed AS (
+       UPDATE intents i SET status = 'FAILED', failure_reason = x.failure_reason, updated_at = now()
+         FROM items x WHERE i.id = x.id AND x.action = 'fail'
+     ), events AS (
+       INSERT INTO intent_events (intent_id, status_from, status_to, reason, payload)
+       SELECT x.id, t.value->>'from', t.value->>'to', t.value->>'reason', NULLIF(t.value->'payload', 'null'::jsonb)
+         FROM items x, jsonb_array_elements(x.transitions) WITH ORDINALITY AS t (value, ord)
+        ORDER BY x.ord, t.ord
+     ), history AS (
+       INSERT INTO transactions (intent_id, account_name, user_id, operation_type, direction, amount, fee_amount, currency)
+       SELECT x.id, h.account_name, h.user_id, x.operation_type, h.direction, h.amount, h.fee_amount, x.currency
+         FROM items x, jsonb_to_recordset(x.history) AS h (account_name text, user_id bigint, direction text, amount bigint, fee_amount bigint)
+       ON CONFLICT (intent_id, account_name, direction) DO NOTHING
+     )
+     SELECT 1`,
+    [JSON.stringify(items)],
+  );
+}
+
+function refusalError(refusal: GuardRefusal, guard: Guard): ApiError {
   if (refusal.refusal === 'locked') {
     return apiError('TRANSACTION_IN_PROGRESS', `a payment is already running for user ${guard.payerUserId}`);
   }
   const check = guard.checks[refusal.index];
   if (check === undefined) throw new Error(`intent_guard named limit check ${refusal.index} of ${guard.checks.length}`);
   return limitExceeded(check, BigInt(refusal.current));
+}
+
+function reservationError(failure: CreateTransferResult): ApiError {
+  if (failure.result === 'exceeds_credits') return apiError('INSUFFICIENT_FUNDS', 'the source account lacks funds for this payment');
+  return apiError('LEDGER_TRANSFER_ERROR', `ledger refused the reservation: ${failure.result}`);
 }
 
 function checkJson(check: LimitCheck) {
@@ -62,41 +227,4 @@ function checkJson(check: LimitCheck) {
     requested: check.requested.toString(),
     limit: check.rule.limit.toString(),
   };
-}
-
-/** Appends the audit events in order and the history rows, in one statement. */
-export async function closeIntent(
-  tx: Sql,
-  intent: Pick<NewIntent, 'id' | 'operationType' | 'currency'>,
-  transitions: readonly Transition[],
-  history: readonly HistoryRow[],
-): Promise<void> {
-  await tx.query(
-    `WITH events AS (
-       INSERT INTO intent_events (intent_id, status_from, status_to, reason, payload)
-       SELECT $1, e.status_from, e.status_to, e.reason, e.payload
-         FROM unnest($4::text[], $5::text[], $6::text[], $7::jsonb[]) WITH ORDINALITY AS e (status_from, status_to, reason, payload, ord)
-        ORDER BY e.ord
-     ), history AS (
-       INSERT INTO transactions (intent_id, account_name, user_id, operation_type, direction, amount, fee_amount, currency)
-       SELECT $1, h.account_name, h.user_id, $2, h.direction, h.amount, h.fee_amount, $3
-         FROM unnest($8::text[], $9::bigint[], $10::text[], $11::bigint[], $12::bigint[]) AS h (account_name, user_id, direction, amount, fee_amount)
-       ON CONFLICT (intent_id, account_name, direction) DO NOTHING
-     )
-     SELECT 1`,
-    [
-      intent.id,
-      intent.operationType,
-      intent.currency,
-      transitions.map((t) => t.from),
-      transitions.map((t) => t.to),
-      transitions.map((t) => t.reason ?? null),
-      transitions.map((t) => (t.payload === undefined || t.payload === null ? null : JSON.stringify(t.payload))),
-      history.map((r) => r.accountName),
-      history.map((r) => r.userId),
-      history.map((r) => r.direction),
-      history.map((r) => r.amount.toString()),
-      history.map((r) => r.feeAmount.toString()),
-    ],
-  );
 }

@@ -119,6 +119,19 @@ export function insertIntentStatement(intent: NewIntent, offset = 0): { text: st
   };
 }
 
+/** A new intent as a JSON row keyed by column, for `jsonb_populate_record(NULL::intents, …)`. */
+export function newIntentRow(intent: NewIntent): Record<string, unknown> {
+  const row: Record<string, unknown> = {};
+  for (const [field, column] of COLUMNS) {
+    if (!(field in intent)) continue;
+    const value = intent[field as keyof NewIntent];
+    if (typeof value === 'bigint') row[column] = value.toString();
+    else if (value instanceof Uint8Array) row[column] = `\\x${Buffer.from(value).toString('hex')}`;
+    else row[column] = value;
+  }
+  return row;
+}
+
 /** Inserts unless the (idempotencyKey, serviceId) pair exists; null then (the caller replays). */
 export async function insertIntent(sql: Sql, intent: NewIntent): Promise<{ createdAt: Date } | null> {
   const { text, values } = insertIntentStatement(intent);

@@ -3,6 +3,8 @@ import { apiError } from '../errors.js';
 
 /** Two-key advisory locks live apart from single-key ones (migrations, outbox leader). */
 export const PAYER_LOCK_CLASS = 7_310_002;
+/** Held while a payment's recipient-side limits are checked and its intent stored (migrations/007). */
+export const RECIPIENT_LIMIT_LOCK_CLASS = 7_310_003;
 
 /**
  * R22: one payment at a time per payer. Within this process a set answers at once (PGlite runs

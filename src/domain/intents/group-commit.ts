@@ -1,0 +1,92 @@
+/**
+ * Group commit: work items that arrive while earlier batches are being committed wait and go
+ * together in the next batch. Nothing waits for a timer: an item that finds a free flush slot
+ * starts one at once, so an idle service answers as fast as without batching, and a busy one
+ * pays the per-transaction cost once per batch.
+ *
+ * A batch that fails as a whole is retried item by item, so one item that cannot commit (or a
+ * deadlock between batches) answers only for itself.
+ */
+export interface GroupCommitOptions<Item> {
+  readonly batchMax: number;
+  /** Batches being committed at once. */
+  readonly flushesMax: number;
+  /**
+   * Items that share a key never go into one batch: the later one waits for the next, so it sees
+   * the earlier one's outcome as it would one after the other.
+   */
+  readonly keysOf?: (item: Item) => readonly string[];
+}
+
+interface Waiting<Item, Outcome> {
+  readonly item: Item;
+  readonly resolve: (outcome: Outcome) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+export class GroupCommit<Item, Outcome> {
+  private readonly waiting: Array<Waiting<Item, Outcome>> = [];
+  private flushing = 0;
+
+  constructor(
+    private readonly flush: (batch: readonly Item[]) => Promise<Outcome[]>,
+    private readonly options: GroupCommitOptions<Item>,
+  ) {}
+
+  submit(item: Item): Promise<Outcome> {
+    return new Promise<Outcome>((resolve, reject) => {
+      this.waiting.push({ item, resolve, reject });
+      this.startFlushes();
+    });
+  }
+
+  private startFlushes(): void {
+    while (this.flushing < this.options.flushesMax && this.waiting.length > 0) {
+      const batch = this.takeBatch();
+      this.flushing += 1;
+      void this.commit(batch).finally(() => {
+        this.flushing -= 1;
+        this.startFlushes();
+      });
+    }
+  }
+
+  /** The oldest items, up to batchMax, skipping those that share a key with an earlier item. */
+  private takeBatch(): Array<Waiting<Item, Outcome>> {
+    const keysOf = this.options.keysOf;
+    const batch: Array<Waiting<Item, Outcome>> = [];
+    const taken = new Set<string>();
+    for (let i = 0; i < this.waiting.length && batch.length < this.options.batchMax; ) {
+      const entry = this.waiting[i]!;
+      const keys = keysOf?.(entry.item) ?? [];
+      const blocked = keys.some((key) => taken.has(key));
+      // A skipped item's keys stay held too, so items that share a key keep their order.
+      for (const key of keys) taken.add(key);
+      if (blocked) {
+        i += 1;
+        continue;
+      }
+      batch.push(entry);
+      this.waiting.splice(i, 1);
+    }
+    return batch;
+  }
+
+  private async commit(batch: ReadonlyArray<Waiting<Item, Outcome>>): Promise<void> {
+    try {
+      const outcomes = await this.flush(batch.map((entry) => entry.item));
+      batch.forEach((entry, index) => entry.resolve(outcomes[index]!));
+    } catch (error) {
+      if (batch.length === 1) {
+        batch[0]!.reject(error);
+        return;
+      }
+      for (const entry of batch) {
+        await this.flush([entry.item]).then(
+          ([outcome]) => entry.resolve(outcome!),
+          (alone: unknown) => entry.reject(alone),
+        );
+      }
+    }
+  }
+}

@@ -1,0 +1,159 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Ledger } from '../../src/ledger/ledger.js';
+import { startTestApp, type TestApp } from '../support/app.js';
+import { expectLedgerInvariants } from '../support/invariants.js';
+import { balance, createUser, intentBody, topUp } from '../support/payments.js';
+
+/**
+ * POST /intents commits the intents that arrive together in one transaction (group commit).
+ * A burst of payments, some of which must be refused, gets the answers that one-by-one
+ * processing would give, and the ledger stays balanced.
+ */
+
+const POISON_AMOUNT = 777n;
+/**
+ * While a burst is on, every ledger call takes 200 ms, so the payments that arrive meanwhile
+ * queue for the next transaction; with poison on, a batch holding the poison amount throws, as an
+ * unexpected database error would.
+ */
+const burst = { on: false, poison: false };
+const poisoned = (inner: Ledger): Ledger => ({
+  createAccounts: (sql, accounts) => inner.createAccounts(sql, accounts),
+  lookupAccounts: (sql, ids) => inner.lookupAccounts(sql, ids),
+  lookupTransfers: (sql, ids) => inner.lookupTransfers(sql, ids),
+  expirePendingTransfers: (sql, n) => inner.expirePendingTransfers(sql, n),
+  createTransfers: async (sql, transfers) => {
+    if (burst.on) {
+      await sleep(200);
+      if (burst.poison && transfers.some((t) => t.amount === POISON_AMOUNT)) throw new Error('injected ledger failure');
+    }
+    return inner.createTransfers(sql, transfers);
+  },
+});
+
+const PAYERS = Array.from({ length: 30 }, (_, i) => 1 + i);
+const RECIPIENTS = PAYERS.map((p) => 100 + p);
+const UNFUNDED = [41, 42, 43];
+const LIMITED_RECIPIENT = 200;
+const LIMITED_PAYERS = [51, 52, 53, 54];
+const POISON_PAYER = 60;
+const POISON_RECIPIENT = 61;
+const AMOUNT = 500;
+const FEE = 3;
+const CREDIT_LIMIT = 1_500;
+
+let t: TestApp;
+beforeAll(async () => {
+  t = await startTestApp({ wrapLedger: poisoned });
+  const everyone = [...PAYERS, ...RECIPIENTS, ...UNFUNDED, LIMITED_RECIPIENT, ...LIMITED_PAYERS, POISON_PAYER, POISON_RECIPIENT];
+  for (const user of everyone) await createUser(t, user);
+  for (const user of [...PAYERS, ...LIMITED_PAYERS, POISON_PAYER]) await topUp(t, user, 10_000);
+  await t.db.query(
+    `INSERT INTO fee_rules (name, operation_type, expression, timing) VALUES ('p2p fee', 'P2P_TRANSFER', '[{account: "system.revenue.THB", amount: ${FEE}}]', 'PRE')`,
+  );
+  await t.db.query(
+    `INSERT INTO limit_rules (name, operation_type, direction, time_window, limit_type, limit_value)
+     VALUES ('daily p2p credit', 'P2P_TRANSFER', 'CREDIT', 'DAILY', 'AMOUNT', ${CREDIT_LIMIT})`,
+  );
+});
+afterAll(async () => t?.close());
+
+const pay = (payer: number, recipient: number, amount = AMOUNT) =>
+  t.call('POST', '/intents', { user: payer, body: intentBody({ operationType: 'P2P_TRANSFER', amount, recipientUserId: recipient }) });
+
+async function batchSizes(): Promise<{ count: number; sum: number }> {
+  const text = (await t.call('GET', '/metrics')).body;
+  const read = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
+  return { count: read('payorch_intent_commit_batch_size_count'), sum: read('payorch_intent_commit_batch_size_sum') };
+}
+
+describe('a burst of payments committed together', () => {
+  it('settles every payment that may settle, refuses the rest alone, and batches them', async () => {
+    const revenueBefore = await balance(t, 'system.revenue.THB');
+    const before = await batchSizes();
+    burst.on = true;
+    const answers = await Promise.all([
+      ...PAYERS.map((payer, i) => pay(payer, RECIPIENTS[i]!)),
+      ...UNFUNDED.map((payer) => pay(payer, LIMITED_RECIPIENT)),
+      ...LIMITED_PAYERS.map((payer) => pay(payer, LIMITED_RECIPIENT)),
+    ]).finally(() => {
+      burst.on = false;
+    });
+    const at = (from: number, count: number) => answers.slice(from, from + count);
+    const plain = at(0, PAYERS.length);
+    const unfunded = at(PAYERS.length, UNFUNDED.length);
+    const limited = at(PAYERS.length + UNFUNDED.length, LIMITED_PAYERS.length);
+
+    for (const res of plain) {
+      expect(res.statusCode, res.body).toBe(201);
+      expect(res.json().status).toBe('SETTLED');
+    }
+    for (const res of unfunded) {
+      expect(res.statusCode, res.body).toBe(422);
+      // Refused by the ledger or, once the recipient's limit is used up, by the limit first.
+      expect(['INSUFFICIENT_FUNDS', 'LIMIT_EXCEEDED']).toContain(res.json().error);
+    }
+    // The recipient's daily credit limit holds three payments: a refused payment in the same
+    // burst must not use up any of it.
+    expect(limited.map((res) => res.statusCode).sort()).toEqual([201, 201, 201, 422]);
+    expect(limited.find((res) => res.statusCode === 422)!.json().error).toBe('LIMIT_EXCEEDED');
+
+    for (const recipient of RECIPIENTS) expect(await balance(t, `user.${recipient}.THB`)).toBe(BigInt(AMOUNT));
+    for (const payer of PAYERS) expect(await balance(t, `user.${payer}.THB`)).toBe(BigInt(10_000 - AMOUNT - FEE));
+    expect(await balance(t, `user.${LIMITED_RECIPIENT}.THB`)).toBe(BigInt(CREDIT_LIMIT));
+    expect(await balance(t, 'system.revenue.THB')).toBe(revenueBefore + BigInt(FEE * (PAYERS.length + 3)));
+
+    const { rows } = await t.db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM intents WHERE operation_type = 'P2P_TRANSFER' AND from_user_id = ANY($1)",
+      [UNFUNDED],
+    );
+    expect(rows[0]!.n, 'refused payments leave no intent').toBe(0);
+    await expectLedgerInvariants(t.db);
+
+    const after = await batchSizes();
+    // Every payment was part of a committed batch, refused ones included.
+    expect(after.sum - before.sum).toBe(PAYERS.length + UNFUNDED.length + LIMITED_PAYERS.length);
+    // Fewer transactions than payments: some were committed together.
+    expect(after.count - before.count).toBeLessThan(after.sum - before.sum);
+  });
+
+  it('a batch that fails as a whole is committed again one by one: only the failing payment answers 500', async () => {
+    const payers = PAYERS.slice(0, 10);
+    burst.on = true;
+    burst.poison = true;
+    const answers = await Promise.all([
+      pay(POISON_PAYER, POISON_RECIPIENT, Number(POISON_AMOUNT)),
+      ...payers.map((payer, i) => pay(payer, RECIPIENTS[i]!, 7)),
+    ]).finally(() => {
+      burst.on = false;
+      burst.poison = false;
+    });
+    expect(answers[0]!.statusCode).toBe(500);
+    expect(answers[0]!.json().error).toBe('INTERNAL_ERROR');
+    for (const res of answers.slice(1)) {
+      expect(res.statusCode, res.body).toBe(201);
+      expect(res.json().status).toBe('SETTLED');
+    }
+    expect(await balance(t, `user.${POISON_PAYER}.THB`)).toBe(10_000n);
+    expect(await balance(t, `user.${POISON_RECIPIENT}.THB`)).toBe(0n);
+    for (const recipient of RECIPIENTS.slice(0, 10)) expect(await balance(t, `user.${recipient}.THB`)).toBe(BigInt(AMOUNT + 7));
+    const { rows } = await t.db.query<{ n: number }>('SELECT count(*)::int AS n FROM intents WHERE from_user_id = $1', [POISON_PAYER]);
+    expect(rows[0]!.n, 'the failed payment left no intent').toBe(0);
+    await expectLedgerInvariants(t.db);
+  });
+
+  it('a replay of a payment committed in a batch answers the stored intent', async () => {
+    const body = intentBody({ operationType: 'P2P_TRANSFER', amount: 10, recipientUserId: RECIPIENTS[1]! });
+    const [first, second] = await Promise.all([
+      t.call('POST', '/intents', { user: PAYERS[1]!, body }),
+      t.call('POST', '/intents', { user: PAYERS[2]!, body: intentBody({ operationType: 'P2P_TRANSFER', amount: 10, recipientUserId: RECIPIENTS[2]! }) }),
+    ]);
+    expect(first.statusCode).toBe(201);
+    expect(second.statusCode).toBe(201);
+    const replay = await t.call('POST', '/intents', { user: PAYERS[1]!, body });
+    expect(replay.statusCode).toBe(200);
+    expect(replay.json().intentId).toBe(first.json().intentId);
+    await expectLedgerInvariants(t.db);
+  });
+});

@@ -1,0 +1,66 @@
+import { describe, expect, it } from 'vitest';
+import { GroupCommit } from '../../src/domain/intents/group-commit.js';
+
+/** A flush that waits until released, recording each batch it was given. */
+function gatedFlush(fail: (batch: readonly string[]) => boolean = () => false) {
+  const batches: string[][] = [];
+  const gates: Array<() => void> = [];
+  const flush = async (batch: readonly string[]) => {
+    batches.push([...batch]);
+    await new Promise<void>((resolve) => gates.push(resolve));
+    if (fail(batch)) throw new Error(`failed ${batch.join(',')}`);
+    return batch.map((item) => `done ${item}`);
+  };
+  const releaseAll = async () => {
+    for (let i = 0; i < 50 && (gates.length > 0 || i < 3); i += 1) {
+      gates.splice(0).forEach((open) => open());
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  };
+  return { flush, batches, releaseAll };
+}
+
+describe('GroupCommit', () => {
+  it('commits the first item at once and the items that arrive meanwhile together', async () => {
+    const { flush, batches, releaseAll } = gatedFlush();
+    const group = new GroupCommit(flush, { batchMax: 10, flushesMax: 1 });
+    const first = group.submit('a');
+    expect(batches).toEqual([['a']]);
+    const rest = ['b', 'c', 'd'].map((item) => group.submit(item));
+    await releaseAll();
+    expect(await first).toBe('done a');
+    expect(await Promise.all(rest)).toEqual(['done b', 'done c', 'done d']);
+    expect(batches).toEqual([['a'], ['b', 'c', 'd']]);
+  });
+
+  it('keeps batches within batchMax and runs up to flushesMax at once', async () => {
+    const { flush, batches, releaseAll } = gatedFlush();
+    const group = new GroupCommit(flush, { batchMax: 2, flushesMax: 2 });
+    const all = ['a', 'b', 'c', 'd', 'e', 'f'].map((item) => group.submit(item));
+    expect(batches).toEqual([['a'], ['b']]);
+    await releaseAll();
+    await Promise.all(all);
+    expect(batches).toEqual([['a'], ['b'], ['c', 'd'], ['e', 'f']]);
+  });
+
+  it('never puts two items with a shared key in one batch, and commits them in the order they came', async () => {
+    const { flush, batches, releaseAll } = gatedFlush();
+    const keys: Record<string, string[]> = { x1: ['x'], x2: ['x'], y: ['y'], x3: ['x', 'z'], z: ['z'] };
+    const group = new GroupCommit(flush, { batchMax: 10, flushesMax: 1, keysOf: (item: string) => keys[item] ?? [] });
+    const all = ['first', 'x1', 'x2', 'y', 'x3', 'z', 'free'].map((item) => group.submit(item));
+    await releaseAll();
+    await Promise.all(all);
+    expect(batches).toEqual([['first'], ['x1', 'y', 'free'], ['x2'], ['x3'], ['z']]);
+  });
+
+  it('commits the items of a failed batch one by one: only the failing one is rejected', async () => {
+    const { flush, batches, releaseAll } = gatedFlush((batch) => batch.includes('bad'));
+    const group = new GroupCommit(flush, { batchMax: 10, flushesMax: 1 });
+    const first = group.submit('a');
+    const rest = ['b', 'bad', 'c'].map((item) => group.submit(item).catch((error: Error) => error.message));
+    await releaseAll();
+    await first;
+    expect(await Promise.all(rest)).toEqual(['done b', 'failed bad', 'done c']);
+    expect(batches).toEqual([['a'], ['b', 'bad', 'c'], ['b'], ['bad'], ['c']]);
+  });
+});
