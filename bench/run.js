@@ -136,6 +136,7 @@ async function main() {
     const admin = new pg.Client({ connectionString: databaseUrl });
     await admin.connect();
     results.machine.postgres = (await admin.query('SELECT version()')).rows[0].version;
+    results.machine.autovacuum = (await admin.query('SHOW autovacuum')).rows[0].autovacuum;
     await admin.end();
   }
   let server = await startPayorch({ DATABASE_URL: databaseUrl, CONFIG_FILE: configFile }, 'postgres');
@@ -149,6 +150,11 @@ async function main() {
 
   log('warm-up');
   await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency: 32, durationS: 5 });
+  // The first statistics of the intent tables, as autovacuum takes them within a minute of go-live
+  // (it is off on this machine's PostgreSQL, see machine.autovacuum). Without them every session
+  // keeps plans made for empty tables, among them the foreign-key checks of each event and history
+  // row, which then scan the growing intents table: throughput halves within a minute.
+  await settle(db);
 
   log('P2P saturation');
   pgr.p2pSaturation = [];

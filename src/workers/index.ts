@@ -11,6 +11,7 @@ import { startLoop } from './loop.js';
 import { createOutboxWorker, OUTBOX_DEFAULTS } from './outbox-worker.js';
 import { createPspWorker, type PspWorkerSettings } from './psp-worker.js';
 import { reconcileStuckIntents } from './reconciliation.js';
+import { createTableMaintenance } from './table-maintenance.js';
 
 export interface WorkersDeps {
   readonly config: Config;
@@ -37,6 +38,8 @@ const PSP_LEASE_MS_DEFAULT = 30_000;
 const PSP_RETRY_INTERVALS = 5;
 /** A confirm needs this much of the reservation's lifetime left (capped at half of it). */
 const CONFIRM_MARGIN_S_MAX = 300;
+/** Autovacuum's own naptime. */
+const TABLE_MAINTENANCE_INTERVAL_MS = 60_000;
 
 /**
  * PSP_LEASE_MS and LOW_PARTNER_BALANCE_FLOOR (satang) are read here until they join Config; the
@@ -99,10 +102,28 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
     startLoop('outbox-worker', config.outboxIntervalMs, () => outbox.runOnce(), log),
     startLoop('balance-monitor', config.balanceMonitorIntervalMs, () => monitor.runOnce(), log),
   ];
+  if (await lacksAutovacuum(db, log)) {
+    const maintenance = createTableMaintenance({ db, log: log.child({ worker: 'table-maintenance' }) });
+    loops.push(startLoop('table-maintenance', TABLE_MAINTENANCE_INTERVAL_MS, () => maintenance.runOnce(), log));
+  }
   return {
     async stop() {
       await Promise.all(loops.map((loop) => loop.stop()));
       await outbox.stop();
     },
   };
+}
+
+/**
+ * PGlite never runs autovacuum, so payorch does its work there (table-maintenance.ts). A
+ * PostgreSQL server with autovacuum off is the operator's choice, and several instances would
+ * vacuum over each other: it gets a warning instead.
+ */
+async function lacksAutovacuum(db: Database, log: Logger): Promise<boolean> {
+  if (db.kind === 'pglite') return true;
+  const { rows } = await db.query<{ autovacuum: string }>('SHOW autovacuum');
+  if (rows[0]?.autovacuum !== 'on') {
+    log.warn({ event: 'autovacuum_off' }, 'PostgreSQL runs without autovacuum: plans and statistics go stale as tables grow; run VACUUM ANALYZE regularly (docs/OPERATIONS.md)');
+  }
+  return false;
 }

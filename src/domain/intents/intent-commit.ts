@@ -159,14 +159,19 @@ interface Closing {
   readonly history: readonly HistoryRow[];
 }
 
-/** Every intent's audit events (in order) and history rows, the FAILED marks and the drops, in one statement. */
+/**
+ * Every intent's audit events (in order) and history rows in one statement, which reads no table:
+ * joined with `intents`, a batch estimated at jsonb_to_recordset's default 100 rows made the
+ * planner hash-join a sequential scan of the table while it was small, and a fresh installation
+ * slowed down as it grew (docs/PERFORMANCE.md). The rare FAILED marks and drops go by primary key.
+ */
 async function closeBatch(tx: Sql, closing: readonly Closing[]): Promise<void> {
   if (closing.length === 0) return;
-  const items = closing.map(({ item, action, failureReason, transitions, history }, ord) => ({
+  const items = closing.map(({ item, transitions, history }, ord) => ({
     ord,
     id: item.intent.id,
-    action,
-    failure_reason: failureReason ?? null,
+    operation_type: item.intent.operationType,
+    currency: item.intent.currency,
     transitions: transitions.map((t) => ({ from: t.from, to: t.to, reason: t.reason ?? null, payload: t.payload ?? null })),
     history: history.map((h) => ({
       account_name: h.accountName,
@@ -178,28 +183,25 @@ async function closeBatch(tx: Sql, closing: readonly Closing[]): Promise<void> {
   }));
   await tx.query(
     `WITH items AS (
-       SELECT x.*, i.operation_type, i.currency
-         FROM jsonb_to_recordset($1::jsonb) AS x (ord integer, id uuid, action text, failure_reason text, transitions jsonb, history jsonb)
-         JOIN intents i ON i.id = x.id
-     ), dropped AS (
-       DELETE FROM intents i USING items x WHERE i.id = x.id AND x.action = 'drop'
-     ), failed AS (
-       UPDATE intents i SET status = 'FAILED', failure_reason = x.failure_reason, updated_at = now()
-         FROM items x WHERE i.id = x.id AND x.action = 'fail'
+       SELECT * FROM jsonb_to_recordset($1::jsonb)
+         AS x (ord integer, id uuid, operation_type text, currency text, transitions jsonb, history jsonb)
      ), events AS (
        INSERT INTO intent_events (intent_id, status_from, status_to, reason, payload)
        SELECT x.id, t.value->>'from', t.value->>'to', t.value->>'reason', NULLIF(t.value->'payload', 'null'::jsonb)
          FROM items x, jsonb_array_elements(x.transitions) WITH ORDINALITY AS t (value, ord)
         ORDER BY x.ord, t.ord
-     ), history AS (
-       INSERT INTO transactions (intent_id, account_name, user_id, operation_type, direction, amount, fee_amount, currency)
-       SELECT x.id, h.account_name, h.user_id, x.operation_type, h.direction, h.amount, h.fee_amount, x.currency
-         FROM items x, jsonb_to_recordset(x.history) AS h (account_name text, user_id bigint, direction text, amount bigint, fee_amount bigint)
-       ON CONFLICT (intent_id, account_name, direction) DO NOTHING
      )
-     SELECT 1`,
+     INSERT INTO transactions (intent_id, account_name, user_id, operation_type, direction, amount, fee_amount, currency)
+     SELECT x.id, h.account_name, h.user_id, x.operation_type, h.direction, h.amount, h.fee_amount, x.currency
+       FROM items x, jsonb_to_recordset(x.history) AS h (account_name text, user_id bigint, direction text, amount bigint, fee_amount bigint)
+     ON CONFLICT (intent_id, account_name, direction) DO NOTHING`,
     [JSON.stringify(items)],
   );
+  const dropped = closing.filter((c) => c.action === 'drop').map((c) => c.item.intent.id);
+  if (dropped.length > 0) await tx.query('DELETE FROM intents WHERE id = ANY($1::uuid[])', [dropped]);
+  for (const failed of closing.filter((c) => c.action === 'fail')) {
+    await tx.query("UPDATE intents SET status = 'FAILED', failure_reason = $2, updated_at = now() WHERE id = $1", [failed.item.intent.id, failed.failureReason]);
+  }
 }
 
 function refusalError(refusal: GuardRefusal, guard: Guard): ApiError {
