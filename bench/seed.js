@@ -61,11 +61,18 @@ export async function seedPolicies(db) {
  */
 export async function seedSettledIntents(db, { first, users, count, amount = 100 }) {
   await db.transaction(async (tx) => {
+    // Ids as the service makes them: the intent's time in the first 48 bits (UUID v7, and the
+    // transfer ids derived from it), so that stored rows sit in the indexes where the service's
+    // own would.
     await tx.exec(`CREATE TEMP TABLE seed ON COMMIT DROP AS
-      SELECT g, gen_random_uuid() AS id, gen_random_uuid() AS key, gen_random_uuid() AS t_reserve, gen_random_uuid() AS t_post,
-             gen_random_uuid() AS t_credit, ${first} + (g % ${users}) AS payer, ${first} + ((g % ${users}) + 1) % ${users} AS payee,
-             now() - ((g % 30) * interval '1 day') - (random() * interval '1 hour') AS at
-        FROM generate_series(1, ${count}) AS g`);
+      WITH timed AS (
+        SELECT g, now() - ((g % 30) * interval '1 day') - (random() * interval '1 hour') AS at FROM generate_series(1, ${count}) AS g
+      ), prefixed AS (
+        SELECT g, at, substring(int8send(floor(extract(epoch FROM at) * 1000)::bigint) FROM 3) AS ms FROM timed
+      )
+      SELECT g, ${timeUuid('ms')} AS id, gen_random_uuid() AS key, ${timeUuid('ms')} AS t_reserve, ${timeUuid('ms')} AS t_post,
+             ${timeUuid('ms')} AS t_credit, ${first} + (g % ${users}) AS payer, ${first} + ((g % ${users}) + 1) % ${users} AS payee, at
+        FROM prefixed`);
     await tx.query(
       `INSERT INTO intents (id, idempotency_key, service_id, request_fingerprint, user_id, operation_type, channel, from_account_name,
          to_account_name, from_user_id, to_user_id, amount, currency, status, metadata, transfer_ids, reserved_at, created_at, updated_at)
@@ -112,4 +119,9 @@ export async function seedSettledIntents(db, { first, users, count, amount = 100
     );
   });
   await db.exec('ANALYZE intents; ANALYZE transactions; ANALYZE intent_events; ANALYZE ledger_transfers');
+}
+
+/** SQL for a random UUID whose first 6 bytes are `msColumn` (a 6-byte bytea of epoch milliseconds). */
+function timeUuid(msColumn) {
+  return `encode(overlay(uuid_send(gen_random_uuid()) PLACING ${msColumn} FROM 1 FOR 6), 'hex')::uuid`;
 }

@@ -7,6 +7,7 @@
 // `--with-reads` adds the server's reads per intent (config version, accounts, fee accounts).
 // node bench/sql-floor.js '<json options>'  → one JSON line on stdout.
 import { createHash, randomUUID } from 'node:crypto';
+import { v7 as uuidv7 } from 'uuid';
 import { performance } from 'node:perf_hooks';
 import { openDatabase } from '../dist/adapters/database.js';
 import { findAccountsByName } from '../dist/domain/accounts.js';
@@ -38,7 +39,7 @@ async function commitOf(payer, recipient) {
     await findAccountsByName(db, [toName, fromName]);
     await findAccountsByName(db, [revenueName]);
   }
-  const id = randomUUID();
+  const id = uuidv7();
   const now = new Date();
   const draft = {
     id, idempotencyKey: randomUUID(), serviceId: 'bench-floor', requestFingerprint: createHash('sha256').update(id).digest('hex'),
