@@ -16,6 +16,7 @@ import { openDatabase } from '../dist/adapters/database.js';
 import { ledgerAccountId } from '../dist/ledger/account-id.js';
 import { SqlLedger } from '../dist/ledger/sql-ledger.js';
 import { writeChart } from './chart.js';
+import { rssGrowth } from './rss-growth.js';
 import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -257,14 +258,9 @@ async function soak(server, options) {
   clearInterval(timer);
   const end = server.status();
   samples.push({ atS: Math.round(load.durationS), ...end });
-  // Growth is measured from the first sample after a tenth of the soak: start-up and the first
-  // allocations of a warm process are not a leak.
-  const settled = samples.find((s) => s.atS >= options.durationS / 10) ?? samples[0];
   return {
     ...load,
-    rssStartMb: settled.rssMb,
-    rssEndMb: end.rssMb,
-    rssGrowthPct: Math.round(((end.rssMb - settled.rssMb) / settled.rssMb) * 1000) / 10,
+    ...rssGrowth(samples, load.durationS),
     peakRssMb: end.peakRssMb,
     samples,
   };
