@@ -102,23 +102,6 @@ export function toIntent(row: Record<string, unknown>): Intent {
 
 export type NewIntent = Omit<Intent, 'createdAt' | 'updatedAt' | 'version' | 'canceledAt' | 'redeemedAt' | 'cancelReason' | 'redeemedByUserId' | 'confirmIdempotencyKey' | 'settlementDate'>;
 
-/** The INSERT of a new intent with its parameters, `ON CONFLICT … DO NOTHING RETURNING created_at`; the first parameter is $1 + offset. */
-export function insertIntentStatement(intent: NewIntent, offset = 0): { text: string; values: unknown[] } {
-  const fields = COLUMNS.filter(([field]) => field in intent);
-  const values = fields.map(([field]) => {
-    const value = intent[field as keyof NewIntent];
-    if (field === 'metadata' || field === 'feeSplits') return JSON.stringify(value);
-    if (typeof value === 'bigint') return value.toString();
-    return value;
-  });
-  const placeholders = fields.map(([, column], index) => (column === 'transfer_ids' ? `$${index + offset + 1}::uuid[]` : `$${index + offset + 1}`));
-  return {
-    text: `INSERT INTO intents (${fields.map(([, column]) => column).join(', ')}) VALUES (${placeholders.join(', ')})
-     ON CONFLICT (idempotency_key, service_id) DO NOTHING RETURNING created_at`,
-    values,
-  };
-}
-
 /** A new intent as a JSON row keyed by column, for `jsonb_populate_record(NULL::intents, …)`. */
 export function newIntentRow(intent: NewIntent): Record<string, unknown> {
   const row: Record<string, unknown> = {};
@@ -132,10 +115,15 @@ export function newIntentRow(intent: NewIntent): Record<string, unknown> {
   return row;
 }
 
-/** Inserts unless the (idempotencyKey, serviceId) pair exists; null then (the caller replays). */
+/** Inserts unless the (idempotencyKey, serviceId) pair exists; null then. POST /intents goes through intent_open_batch instead. */
 export async function insertIntent(sql: Sql, intent: NewIntent): Promise<{ createdAt: Date } | null> {
-  const { text, values } = insertIntentStatement(intent);
-  const { rows } = await sql.query<{ created_at: Date }>(text, values);
+  const row = newIntentRow(intent);
+  const columns = Object.keys(row).join(', ');
+  const { rows } = await sql.query<{ created_at: Date }>(
+    `INSERT INTO intents (${columns}) SELECT ${columns} FROM jsonb_populate_record(NULL::intents, $1::jsonb)
+     ON CONFLICT (idempotency_key, service_id) DO NOTHING RETURNING created_at`,
+    [JSON.stringify(row)],
+  );
   return rows[0] === undefined ? null : { createdAt: rows[0].created_at };
 }
 
