@@ -133,6 +133,8 @@ export interface Config {
   readonly production: boolean;
   readonly logLevel: string;
   readonly pspWorkerIntervalMs: number;
+  /** How long a PSP worker's claim on an intent lasts (PSP_LEASE_MS). */
+  readonly pspLeaseMs: number;
   readonly outboxIntervalMs: number;
   readonly expirySweepIntervalMs: number;
   readonly balanceMonitorIntervalMs: number;
@@ -142,6 +144,8 @@ export interface Config {
   readonly invoiceMaxTtlS: number;
   readonly invoiceDefaultTtlS: number;
   readonly balanceDriftThreshold: bigint;
+  /** Satang of partner balance below which `low_partner_balance` is logged (LOW_PARTNER_BALANCE_FLOOR). */
+  readonly lowPartnerBalanceFloor: bigint;
   readonly file: ConfigFile;
 }
 
@@ -210,6 +214,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     production: env.NODE_ENV === 'production',
     logLevel: nonEmpty(env.LOG_LEVEL) ?? 'info',
     pspWorkerIntervalMs: integer(env, 'PSP_WORKER_INTERVAL_MS', 1000, 1),
+    // Covers one PSP step: a provider call of 3 attempts × 3000 ms plus backoff, with room to spare.
+    pspLeaseMs: integer(env, 'PSP_LEASE_MS', 30_000, 1),
     outboxIntervalMs: integer(env, 'OUTBOX_INTERVAL_MS', 1000, 1),
     expirySweepIntervalMs: integer(env, 'EXPIRY_SWEEP_INTERVAL_MS', 30_000, 1),
     balanceMonitorIntervalMs: integer(env, 'BALANCE_MONITOR_INTERVAL_MS', 60_000, 1),
@@ -219,6 +225,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     invoiceMaxTtlS: integer(env, 'INVOICE_MAX_TTL_SECONDS', 3600, 1),
     invoiceDefaultTtlS: integer(env, 'INVOICE_DEFAULT_TTL_SECONDS', 600, 1),
     balanceDriftThreshold: BigInt(integer(env, 'BALANCE_DRIFT_THRESHOLD', 10_000)),
+    lowPartnerBalanceFloor: BigInt(integer(env, 'LOW_PARTNER_BALANCE_FLOOR', 1_000_000)),
     file: readConfigFile(configFile),
   });
 }

@@ -20,8 +20,6 @@ export interface WorkersDeps {
   readonly pspx: PspxClient;
   readonly broker: Broker;
   readonly log: Logger;
-  /** For the two settings that are not in Config yet (see workerEnvSettings). */
-  readonly env?: NodeJS.ProcessEnv;
   /** The process's metrics (the app's registry), so /metrics shows the workers' counters. */
   readonly metrics?: WorkerMetrics;
 }
@@ -32,8 +30,6 @@ export interface RunningWorkers {
 }
 
 const PSP_BATCH_SIZE_MAX = 10;
-/** Covers one PSP step: a provider call of 3 attempts × 3000 ms plus backoff, with room to spare. */
-const PSP_LEASE_MS_DEFAULT = 30_000;
 /** After an unknown answer the step waits this many worker intervals. */
 const PSP_RETRY_INTERVALS = 5;
 /** A confirm needs this much of the reservation's lifetime left (capped at half of it). */
@@ -41,26 +37,10 @@ const CONFIRM_MARGIN_S_MAX = 300;
 /** Autovacuum's own naptime. */
 const TABLE_MAINTENANCE_INTERVAL_MS = 60_000;
 
-/**
- * PSP_LEASE_MS and LOW_PARTNER_BALANCE_FLOOR (satang) are read here until they join Config; the
- * rest of the workers' settings are DECISIONS §2's.
- */
-export function workerEnvSettings(env: NodeJS.ProcessEnv): { pspLeaseMs: number; lowBalanceFloor: bigint } {
-  const read = (name: string, fallback: bigint): bigint => {
-    const raw = env[name];
-    if (raw === undefined || raw === '') return fallback;
-    if (!/^[0-9]{1,18}$/.test(raw)) throw new Error(`${name} must be a non-negative integer (got ${raw})`);
-    return BigInt(raw);
-  };
-  const pspLeaseMs = Number(read('PSP_LEASE_MS', BigInt(PSP_LEASE_MS_DEFAULT)));
-  if (pspLeaseMs < 1) throw new Error('PSP_LEASE_MS must be at least 1');
-  return { pspLeaseMs, lowBalanceFloor: read('LOW_PARTNER_BALANCE_FLOOR', BALANCE_MONITOR_DEFAULTS.lowBalanceFloor) };
-}
-
-export function pspWorkerSettings(config: Config, leaseMs: number): PspWorkerSettings {
+export function pspWorkerSettings(config: Config): PspWorkerSettings {
   return {
     batchSizeMax: PSP_BATCH_SIZE_MAX,
-    leaseMs,
+    leaseMs: config.pspLeaseMs,
     inquiriesMax: config.pspMaxInquiries,
     // One status inquiry per intent per tick.
     inquiryDelayMs: config.pspWorkerIntervalMs,
@@ -77,7 +57,6 @@ export function pspWorkerSettings(config: Config, leaseMs: number): PspWorkerSet
  */
 export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
   const { config, db, ledger, pspx, log } = deps;
-  const env = workerEnvSettings(deps.env ?? process.env);
   const publisher = new StatusPublisher(deps.broker, log);
 
   try {
@@ -88,14 +67,14 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
   }
 
   const metrics = deps.metrics === undefined ? {} : { metrics: deps.metrics };
-  const psp = createPspWorker({ db, pspx, log: log.child({ worker: 'psp' }), settings: pspWorkerSettings(config, env.pspLeaseMs), ...metrics });
+  const psp = createPspWorker({ db, pspx, log: log.child({ worker: 'psp' }), settings: pspWorkerSettings(config), ...metrics });
   const outbox = createOutboxWorker({ db, ledger, publisher, log: log.child({ worker: 'outbox' }), settings: OUTBOX_DEFAULTS, ...metrics });
   const monitor = createBalanceMonitor({
     db,
     ledger,
     pspx,
     log: log.child({ worker: 'balance-monitor' }),
-    settings: { ...BALANCE_MONITOR_DEFAULTS, driftThreshold: config.balanceDriftThreshold, lowBalanceFloor: env.lowBalanceFloor },
+    settings: { ...BALANCE_MONITOR_DEFAULTS, driftThreshold: config.balanceDriftThreshold, lowBalanceFloor: config.lowPartnerBalanceFloor },
   });
   const loops = [
     startLoop('psp-worker', config.pspWorkerIntervalMs, () => psp.runOnce(), log),
