@@ -1,10 +1,8 @@
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, openDatabase } from '../../src/adapters/database.js';
@@ -12,6 +10,7 @@ import { createSimulatorServer, type SimulatorServer } from '../../src/adapters/
 import { DEMO_CONFIG_FILE, readConfigFile, secretsOf } from '../../src/config.js';
 import { signedHeaders } from '../../src/domain/signing.js';
 import { balanceOf, expectLedgerInvariants } from '../support/invariants.js';
+import { buildIfStale, type ServiceProcess, spawnService } from '../support/service-process.js';
 import { customer } from '../support/workers.js';
 
 /**
@@ -20,7 +19,6 @@ import { customer } from '../support/workers.js';
  * every payout ends exactly once, the provider never gets a second confirm, and the money adds up.
  */
 
-const root = fileURLToPath(new URL('../../', import.meta.url));
 const pgUrl = (process.env.DATABASE_URL ?? '').startsWith('postgres') ? process.env.DATABASE_URL : undefined;
 const ADMIN_TOKEN = 'crash-test-admin-token';
 const secret = secretsOf(readConfigFile(DEMO_CONFIG_FILE)).get('wallet-api')?.[0] ?? '';
@@ -33,67 +31,24 @@ let dataDir: string;
 let schema: string | null = null;
 let databaseUrl = '';
 
-/** Builds dist/ when a source file is newer than it (tsc emits every file, so one stamp stands for all). */
-async function buildIfStale(): Promise<void> {
-  const built = await stat(join(root, 'dist/cli/main.js')).then((s) => s.mtimeMs, () => 0);
-  const files = await readdir(join(root, 'src'), { recursive: true });
-  const newest = Math.max(...(await Promise.all(files.filter((f) => f.endsWith('.ts')).map(async (f) => (await stat(join(root, 'src', f))).mtimeMs))));
-  if (newest <= built) return;
-  await new Promise<void>((resolve, reject) => {
-    execFile(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: root }, async (error, stdout) => {
-      // A type error elsewhere still emits JavaScript; only a build that wrote nothing is fatal here.
-      const after = await stat(join(root, 'dist/cli/main.js')).then((s) => s.mtimeMs, () => 0);
-      if (after > built) resolve();
-      else reject(new Error(`build failed: ${error?.message ?? ''}\n${stdout}`));
-    });
-  });
-}
-
-interface Service {
-  readonly child: ChildProcess;
-  readonly url: string;
-  readonly logs: string[];
-  readonly exited: Promise<number | null>;
-}
+type Service = ServiceProcess;
 
 async function startService(): Promise<Service> {
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    PORT: '0',
-    HOST: '127.0.0.1',
-    DATABASE_URL: databaseUrl,
-    DATA_DIR: dataDir,
-    REDIS_URL: '',
-    PSPX_URL: simulator.url,
-    ADMIN_TOKEN,
-    QR_SIGNING_SECRET: 'crash-test-qr-secret',
-    PSP_WORKER_INTERVAL_MS: '50',
-    OUTBOX_INTERVAL_MS: '50',
-    PSP_MAX_INQUIRIES: '3',
-    PSP_LEASE_MS: '1000',
-    LOG_LEVEL: 'info',
-  };
-  delete env.CONFIG_FILE;
-  const child = spawn(process.execPath, ['bin/payorch.js', 'serve'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  const logs: string[] = [];
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`service did not start:\n${logs.slice(-20).join('\n')}`)), STARTUP_MS_MAX);
-    const onLine = (chunk: Buffer) => {
-      for (const line of chunk.toString().split('\n').filter(Boolean)) {
-        logs.push(line);
-        const match = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(line);
-        if (match?.[1] !== undefined) {
-          clearTimeout(timer);
-          resolve(match[1]);
-        }
-      }
-    };
-    child.stdout?.on('data', onLine);
-    child.stderr?.on('data', onLine);
-    void exited.then((code) => reject(new Error(`service exited (${code}) before listening:\n${logs.slice(-20).join('\n')}`)));
-  });
-  return { child, url, logs, exited };
+  return spawnService(
+    {
+      DATABASE_URL: databaseUrl,
+      DATA_DIR: dataDir,
+      REDIS_URL: '',
+      PSPX_URL: simulator.url,
+      ADMIN_TOKEN,
+      QR_SIGNING_SECRET: 'crash-test-qr-secret',
+      PSP_WORKER_INTERVAL_MS: '50',
+      OUTBOX_INTERVAL_MS: '50',
+      PSP_MAX_INQUIRIES: '3',
+      PSP_LEASE_MS: '1000',
+    },
+    STARTUP_MS_MAX,
+  );
 }
 
 async function call(service: Service, method: string, path: string, options: { user?: number; body?: unknown; admin?: boolean } = {}) {

@@ -1,9 +1,5 @@
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { readdir, stat } from 'node:fs/promises';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -23,6 +19,7 @@ import { SqlLedger } from '../../src/ledger/sql-ledger.js';
 import { type Loop, startLoop } from '../../src/workers/loop.js';
 import { createOutboxWorker, OUTBOX_DEFAULTS, type OutboxWorker } from '../../src/workers/outbox-worker.js';
 import { createPspWorker } from '../../src/workers/psp-worker.js';
+import { buildIfStale, spawnService } from '../support/service-process.js';
 import { openTestDatabase } from '../support/database.js';
 import { captureLogger, customer, testPspSettings } from '../support/workers.js';
 
@@ -38,7 +35,6 @@ import { captureLogger, customer, testPspSettings } from '../support/workers.js'
  * memory broker, and the leader instance is shut down; the same properties are asserted.
  */
 
-const root = fileURLToPath(new URL('../../', import.meta.url));
 const pgUrl = (process.env.DATABASE_URL ?? '').startsWith('postgres') ? process.env.DATABASE_URL : undefined;
 const redisUrl = process.env.REDIS_URL !== undefined && process.env.REDIS_URL !== '' ? process.env.REDIS_URL : undefined;
 const asProcesses = pgUrl !== undefined && redisUrl !== undefined;
@@ -69,56 +65,20 @@ interface Cluster {
 // ---------------------------------------------------------------------------------------------
 // Two processes (PostgreSQL + Redis)
 
-async function buildIfStale(): Promise<void> {
-  const built = await stat(join(root, 'dist/cli/main.js')).then((s) => s.mtimeMs, () => 0);
-  const files = await readdir(join(root, 'src'), { recursive: true });
-  const newest = Math.max(...(await Promise.all(files.filter((f) => f.endsWith('.ts')).map(async (f) => (await stat(join(root, 'src', f))).mtimeMs))));
-  if (newest <= built) return;
-  await new Promise<void>((resolve, reject) => {
-    execFile(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: root }, async (error, stdout) => {
-      // A type error elsewhere still emits JavaScript; only a build that wrote nothing is fatal here.
-      const after = await stat(join(root, 'dist/cli/main.js')).then((s) => s.mtimeMs, () => 0);
-      if (after > built) resolve();
-      else reject(new Error(`build failed: ${error?.message ?? ''}\n${stdout}`));
-    });
-  });
-}
-
 async function spawnInstance(databaseUrl: string, simulatorUrl: string): Promise<Instance> {
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    PORT: '0',
-    HOST: '127.0.0.1',
-    DATABASE_URL: databaseUrl,
-    REDIS_URL: redisUrl,
-    PSPX_URL: simulatorUrl,
-    ADMIN_TOKEN,
-    QR_SIGNING_SECRET: 'two-instances-qr',
-    PSP_WORKER_INTERVAL_MS: String(WORKER_INTERVAL_MS),
-    OUTBOX_INTERVAL_MS: String(WORKER_INTERVAL_MS),
-    PSP_LEASE_MS: '2000',
-    LOG_LEVEL: 'info',
-  };
-  delete env.CONFIG_FILE;
-  const child: ChildProcess = spawn(process.execPath, ['bin/payorch.js', 'serve'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  const logs: string[] = [];
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`instance did not start:\n${logs.slice(-20).join('\n')}`)), STARTUP_MS_MAX);
-    const onData = (chunk: Buffer) => {
-      for (const line of chunk.toString().split('\n').filter(Boolean)) {
-        logs.push(line);
-        const match = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(line);
-        if (match?.[1] !== undefined) {
-          clearTimeout(timer);
-          resolve(match[1]);
-        }
-      }
-    };
-    child.stdout?.on('data', onData);
-    child.stderr?.on('data', onData);
-    void exited.then(() => reject(new Error(`instance exited before listening:\n${logs.slice(-20).join('\n')}`)));
-  });
+  const { child, url, logs, exited } = await spawnService(
+    {
+      DATABASE_URL: databaseUrl,
+      REDIS_URL: redisUrl,
+      PSPX_URL: simulatorUrl,
+      ADMIN_TOKEN,
+      QR_SIGNING_SECRET: 'two-instances-qr',
+      PSP_WORKER_INTERVAL_MS: String(WORKER_INTERVAL_MS),
+      OUTBOX_INTERVAL_MS: String(WORKER_INTERVAL_MS),
+      PSP_LEASE_MS: '2000',
+    },
+    STARTUP_MS_MAX,
+  );
   return {
     url,
     elections: () => logs.filter((line) => line.includes('"outbox_leader_elected"')).length,
