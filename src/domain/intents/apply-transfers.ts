@@ -24,14 +24,24 @@ export async function applyTransfers(
   intent: { readonly id: string; readonly operationType: Parameters<typeof voidTransfer>[1] },
   transfers: readonly TransferInput[],
 ): Promise<MoneyOutcome> {
-  const failures = (await ledger.createTransfers(tx, transfers)).filter((f) => f.result !== 'exists');
-  const reserveFailure = failures.find((f) => f.index === 0);
-  if (reserveFailure !== undefined) return { kind: 'reservation_refused', failure: reserveFailure };
-  if (failures.length === 0) return { kind: 'applied' };
+  const outcome = moneyOutcomeOf(await ledger.createTransfers(tx, transfers));
+  if (outcome.kind !== 'settlement_refused') return outcome;
   const voidFailures = (await ledger.createTransfers(tx, [voidTransfer(intent.id, intent.operationType)])).filter((f) => f.result !== 'exists');
   if (voidFailures.length > 0) {
     // The transaction rolls back with this throw, reservation included: no money is left held.
     throw new Error(`ledger refused to void ${intent.id}: ${voidFailures.map((f) => f.result).join(', ')}`);
   }
+  return outcome;
+}
+
+/**
+ * What the ledger's answer to `[reserve, ...settle]` means for the intent, before any void:
+ * `exists` answers are retried steps, which is success.
+ */
+export function moneyOutcomeOf(results: readonly CreateTransferResult[]): MoneyOutcome {
+  const failures = results.filter((f) => f.result !== 'exists');
+  const reserveFailure = failures.find((f) => f.index === 0);
+  if (reserveFailure !== undefined) return { kind: 'reservation_refused', failure: reserveFailure };
+  if (failures.length === 0) return { kind: 'applied' };
   return { kind: 'settlement_refused', results: failures.map((f) => f.result) };
 }

@@ -1,6 +1,7 @@
 import type { Database, Sql } from '../../adapters/database.js';
 import type { CreateTransferError, CreateTransferResult, Ledger, TransferInput } from '../../ledger/ledger.js';
-import { type ApiError, apiError } from '../errors.js';
+import { type ApiError, apiError, assertNever } from '../errors.js';
+import { moneyOutcomeOf } from './apply-transfers.js';
 import { type LimitCheck, limitExceeded } from '../limits.js';
 import { GroupCommit } from './group-commit.js';
 import { type HistoryRow, type NewIntent, newIntentRow, type Transition } from './intent-store.js';
@@ -87,28 +88,33 @@ export async function commitBatch(tx: Sql, ledger: Ledger, batch: readonly Inten
   });
 
   const moving = batch.flatMap((item, index) => (outcomes[index] === null && item.transfers.length > 0 ? [index] : []));
-  const failuresOf = await applyTransfers(tx, ledger, moving.map((index) => batch[index]!.transfers));
+  const resultsOf = await ledgerResultsPerIntent(tx, ledger, moving.map((index) => batch[index]!.transfers));
   const voids: TransferInput[] = [];
   const closing: Closing[] = [];
   batch.forEach((item, index) => {
     if (outcomes[index] !== null) return;
-    const failures = failuresOf.get(moving.indexOf(index)) ?? [];
+    const money = moneyOutcomeOf(resultsOf.get(moving.indexOf(index)) ?? []);
     const createdAt = new Date((opened[index] as { createdAt: string }).createdAt);
-    const reserveFailure = failures.find((f) => f.index === 0);
-    if (reserveFailure !== undefined) {
-      // The settlement chain needs the reservation, so nothing moved: the intent is not stored.
-      outcomes[index] = { kind: 'refused', error: reservationError(reserveFailure) };
-      closing.push({ item, action: 'drop', transitions: [], history: [] });
-    } else if (failures.length > 0) {
-      const results = failures.map((f) => f.result);
-      const reason = `ledger_transfer_error: ${results.join(', ')}`;
-      const transitions: Transition[] = [...item.transitions.slice(0, -1), { from: 'AUTHORIZED', to: 'FAILED', reason }];
-      voids.push(voidTransfer(item.intent.id, item.intent.operationType));
-      outcomes[index] = { kind: 'stored', createdAt, transitions, failure: { reason, results } };
-      closing.push({ item, action: 'fail', failureReason: reason, transitions, history: [] });
-    } else {
-      outcomes[index] = { kind: 'stored', createdAt, transitions: item.transitions, failure: null };
-      closing.push({ item, action: 'keep', transitions: item.transitions, history: item.history });
+    switch (money.kind) {
+      case 'reservation_refused':
+        // The settlement chain needs the reservation, so nothing moved: the intent is not stored.
+        outcomes[index] = { kind: 'refused', error: reservationError(money.failure) };
+        closing.push({ item, action: 'drop', transitions: [], history: [] });
+        break;
+      case 'settlement_refused': {
+        const reason = `ledger_transfer_error: ${money.results.join(', ')}`;
+        const transitions: Transition[] = [...item.transitions.slice(0, -1), { from: 'AUTHORIZED', to: 'FAILED', reason }];
+        voids.push(voidTransfer(item.intent.id, item.intent.operationType));
+        outcomes[index] = { kind: 'stored', createdAt, transitions, failure: { reason, results: money.results } };
+        closing.push({ item, action: 'fail', failureReason: reason, transitions, history: [] });
+        break;
+      }
+      case 'applied':
+        outcomes[index] = { kind: 'stored', createdAt, transitions: item.transitions, failure: null };
+        closing.push({ item, action: 'keep', transitions: item.transitions, history: item.history });
+        break;
+      default:
+        assertNever(money);
     }
   });
   if (voids.length > 0) {
@@ -133,16 +139,15 @@ async function openBatch(tx: Sql, batch: readonly IntentCommit[]): Promise<Opene
 }
 
 /**
- * One ledger call for the transfers of every intent; answers the failures other than `exists`
- * (a retried step) per intent, with indexes within that intent's own transfers.
+ * One ledger call for the transfers of every intent; answers the ledger's results per intent,
+ * with indexes within that intent's own transfers.
  */
-async function applyTransfers(tx: Sql, ledger: Ledger, perIntent: ReadonlyArray<readonly TransferInput[]>): Promise<Map<number, CreateTransferResult[]>> {
+async function ledgerResultsPerIntent(tx: Sql, ledger: Ledger, perIntent: ReadonlyArray<readonly TransferInput[]>): Promise<Map<number, CreateTransferResult[]>> {
   const byIntent = new Map<number, CreateTransferResult[]>();
   if (perIntent.length === 0) return byIntent;
   const owner: Array<{ intent: number; offset: number }> = [];
   perIntent.forEach((transfers, intent) => transfers.forEach((_, offset) => owner.push({ intent, offset })));
   for (const failure of await ledger.createTransfers(tx, perIntent.flat())) {
-    if (failure.result === 'exists') continue;
     const at = owner[failure.index];
     if (at === undefined) throw new Error(`ledger named transfer ${failure.index} of ${owner.length}`);
     byIntent.set(at.intent, [...(byIntent.get(at.intent) ?? []), { index: at.offset, result: failure.result }]);
