@@ -1,4 +1,8 @@
-// npm run bench [-- --soak-s 600 --phase-s 20 --skip-pglite --profile]
+// npm run bench [-- --soak-s 600 --phase-s 20 --skip-pglite --profile --only p2p,floors]
+//
+// --only runs some sections (p2p, latency, invoice, floors, policies, stored, soak, pglite) for a
+// quick A/B of one change; it writes bench/results/partial-<time>.json and leaves latest.json and
+// the chart to full runs.
 //
 // Starts payorch (dist/) on PostgreSQL in a database of its own, then on embedded PGlite, drives
 // it over HTTP from a separate generator process (bench/load.js), measures the floors in the same
@@ -33,6 +37,10 @@ const OFFERED_RATES = [250, 500, 1000];
 const SOAK_RATE = 500;
 const RSS_SAMPLE_MS = 5_000;
 const SERVICE = 'wallet-api';
+const SECTIONS = ['p2p', 'latency', 'invoice', 'floors', 'policies', 'stored', 'soak', 'pglite'];
+const only = args.only === undefined ? null : new Set(String(args.only).split(','));
+if (only !== null) for (const name of only) if (!SECTIONS.includes(name)) throw new Error(`--only: unknown section ${name} (${SECTIONS.join(', ')})`);
+const runs = (section) => (section === 'pglite' ? !args['skip-pglite'] : true) && (only === null || only.has(section));
 
 function parseArgs(argv) {
   const out = {};
@@ -132,86 +140,114 @@ async function main() {
   const base = { secret, service: SERVICE, users: USERS, durationS: PHASE_S };
 
   // ── PostgreSQL ──
-  const databaseUrl = await recreateDatabase();
-  {
-    const admin = new pg.Client({ connectionString: databaseUrl });
-    await admin.connect();
-    results.machine.postgres = (await admin.query('SELECT version()')).rows[0].version;
-    results.machine.autovacuum = (await admin.query('SHOW autovacuum')).rows[0].autovacuum;
-    await admin.end();
+  if (SECTIONS.some((section) => section !== 'pglite' && runs(section))) {
+    const databaseUrl = await recreateDatabase();
+    {
+      const admin = new pg.Client({ connectionString: databaseUrl });
+      await admin.connect();
+      results.machine.postgres = (await admin.query('SELECT version()')).rows[0].version;
+      results.machine.autovacuum = (await admin.query('SHOW autovacuum')).rows[0].autovacuum;
+      await admin.end();
+    }
+    let server = await startPayorch({ DATABASE_URL: databaseUrl, CONFIG_FILE: configFile }, 'postgres');
+    const db = await openDatabase(databaseUrl, '');
+    const ledger = new SqlLedger();
+    log('seeding users and merchants');
+    await seedWallets(db, ledger, { prefix: 'user', type: 'USER_WALLET', first: USERS[0], count: USERS[1], balance: USER_BALANCE });
+    await seedWallets(db, ledger, { prefix: 'merchant', type: 'MERCHANT_WALLET', first: MERCHANTS[0], count: MERCHANTS[1], balance: 0 });
+    await settle(db);
+    const pgr = (results.postgres = {});
+
+    log('warm-up');
+    await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency: 32, durationS: 5 });
+    // The first statistics of the intent tables, as autovacuum takes them within a minute of go-live
+    // (it is off on this machine's PostgreSQL, see machine.autovacuum). Without them every session
+    // keeps plans made for empty tables, among them the foreign-key checks of each event and history
+    // row, which then scan the growing intents table: throughput halves within a minute.
+    await settle(db);
+
+    let best = { concurrency: 32 };
+    if (runs('p2p')) {
+      log('P2P saturation');
+      pgr.p2pSaturation = [];
+      for (const concurrency of SATURATION_CONCURRENCY) pgr.p2pSaturation.push(await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency }));
+      best = pgr.p2pSaturation.reduce((a, b) => (b.throughputPerS > a.throughputPerS ? b : a));
+      pgr.p2pSaturatedPerS = best.throughputPerS;
+      log('P2P saturated', best.throughputPerS, '/s at', best.concurrency, 'in flight');
+    }
+
+    if (runs('latency')) {
+      log('P2P latency at fixed rates');
+      pgr.p2pLatency = [];
+      for (const rate of OFFERED_RATES) pgr.p2pLatency.push(await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'open', rate }));
+      log('P2P p99 at', OFFERED_RATES.join(' / '), '/s:', pgr.p2pLatency.map((x) => x.latencyMs.p99).join(' / '), 'ms');
+    }
+
+    if (runs('invoice')) {
+      log('invoice pairs');
+      pgr.invoiceSaturation = await runJson('load.js', { ...base, url: server.url, kind: 'invoice', mode: 'closed', concurrency: 32, merchants: MERCHANTS });
+      pgr.invoiceLatency = [];
+      for (const rate of OFFERED_RATES) pgr.invoiceLatency.push(await runJson('load.js', { ...base, url: server.url, kind: 'invoice', mode: 'open', rate, merchants: MERCHANTS }));
+      log('invoice pairs saturated', pgr.invoiceSaturation.throughputPerS, '/s');
+    }
+    await server.stop();
+
+    if (runs('floors')) {
+      log('floors');
+      const floors = (results.floors = {});
+      floors.sqlWrites = await runJson('sql-floor.js', { databaseUrl, users: USERS, concurrency: best.concurrency > 20 ? 16 : best.concurrency, durationS: PHASE_S });
+      floors.sqlWritesGrouped = await runJson('sql-floor.js', { databaseUrl, users: USERS, concurrency: 4, batch: 32, durationS: PHASE_S });
+      floors.sqlWithReads = await runJson('sql-floor.js', { databaseUrl, users: USERS, concurrency: 16, durationS: PHASE_S, withReads: true });
+      floors.bareHttp = await runBareFloor(base, configFile);
+      floors.feeEvaluation = await runJson('fee-eval.js', {});
+      log('floors', floors.sqlWrites.throughputPerS, floors.sqlWritesGrouped.throughputPerS, floors.sqlWithReads.throughputPerS, floors.bareHttp.throughputPerS, floors.feeEvaluation.medianUs, 'µs');
+    }
+
+    if (runs('policies') || runs('stored') || runs('soak')) {
+      log('seeding 1,000 policies and 100,000 settled intents');
+      await seedPolicies(db);
+      await seedSettledIntents(db, { first: USERS[0], users: USERS[1], count: 100_000 });
+      await settle(db);
+    }
+    if (runs('policies')) {
+      server = await startPayorch({ DATABASE_URL: databaseUrl, CONFIG_FILE: configFile }, 'postgres');
+      await runJson('load.js', { ...base, url: server.url, kind: 'policy', mode: 'closed', concurrency: 32, durationS: 3 });
+      pgr.policyEvaluation = await runJson('load.js', { ...base, url: server.url, kind: 'policy', mode: 'closed', concurrency: 32 });
+      log('policy evaluations', pgr.policyEvaluation.throughputPerS, '/s');
+      await server.stop();
+    }
+
+    if (runs('stored') || runs('soak')) {
+      log('seeding 100,000 more: 200,000 stored');
+      await seedSettledIntents(db, { first: USERS[0], users: USERS[1], count: 100_000 });
+      await settle(db);
+      pgr.storedIntentsBefore = Number((await db.query('SELECT count(*) AS n FROM intents')).rows[0].n);
+      server = await startPayorch({ DATABASE_URL: databaseUrl, CONFIG_FILE: configFile }, 'postgres');
+      await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency: best.concurrency, durationS: 5 });
+      if (runs('stored')) {
+        pgr.p2pSaturatedAfter200k = await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency: best.concurrency });
+        log('after 200k', pgr.p2pSaturatedAfter200k.throughputPerS, '/s');
+      }
+      if (runs('soak')) {
+        log(`soak: ${SOAK_S} s at ${SOAK_RATE}/s`);
+        pgr.soak = await soak(server, { ...base, url: server.url, kind: 'p2p', mode: 'open', rate: SOAK_RATE, durationS: SOAK_S, warmupS: 0 });
+        log('soak', pgr.soak.rssStartMb, '→', pgr.soak.rssEndMb, 'MB');
+      }
+      await server.stop();
+    }
+    await db.close();
   }
-  let server = await startPayorch({ DATABASE_URL: databaseUrl, CONFIG_FILE: configFile }, 'postgres');
-  const db = await openDatabase(databaseUrl, '');
-  const ledger = new SqlLedger();
-  log('seeding users and merchants');
-  await seedWallets(db, ledger, { prefix: 'user', type: 'USER_WALLET', first: USERS[0], count: USERS[1], balance: USER_BALANCE });
-  await seedWallets(db, ledger, { prefix: 'merchant', type: 'MERCHANT_WALLET', first: MERCHANTS[0], count: MERCHANTS[1], balance: 0 });
-  await settle(db);
-  const pgr = (results.postgres = {});
-
-  log('warm-up');
-  await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency: 32, durationS: 5 });
-  // The first statistics of the intent tables, as autovacuum takes them within a minute of go-live
-  // (it is off on this machine's PostgreSQL, see machine.autovacuum). Without them every session
-  // keeps plans made for empty tables, among them the foreign-key checks of each event and history
-  // row, which then scan the growing intents table: throughput halves within a minute.
-  await settle(db);
-
-  log('P2P saturation');
-  pgr.p2pSaturation = [];
-  for (const concurrency of SATURATION_CONCURRENCY) pgr.p2pSaturation.push(await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency }));
-  const best = pgr.p2pSaturation.reduce((a, b) => (b.throughputPerS > a.throughputPerS ? b : a));
-  pgr.p2pSaturatedPerS = best.throughputPerS;
-  log('P2P saturated', best.throughputPerS, '/s at', best.concurrency, 'in flight');
-
-  log('P2P latency at fixed rates');
-  pgr.p2pLatency = [];
-  for (const rate of OFFERED_RATES) pgr.p2pLatency.push(await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'open', rate }));
-
-  log('invoice pairs');
-  pgr.invoiceSaturation = await runJson('load.js', { ...base, url: server.url, kind: 'invoice', mode: 'closed', concurrency: 32, merchants: MERCHANTS });
-  pgr.invoiceLatency = [];
-  for (const rate of OFFERED_RATES) pgr.invoiceLatency.push(await runJson('load.js', { ...base, url: server.url, kind: 'invoice', mode: 'open', rate, merchants: MERCHANTS }));
-  await server.stop();
-
-  log('floors');
-  const floors = (results.floors = {});
-  floors.sqlWrites = await runJson('sql-floor.js', { databaseUrl, users: USERS, concurrency: best.concurrency > 20 ? 16 : best.concurrency, durationS: PHASE_S });
-  floors.sqlWritesGrouped = await runJson('sql-floor.js', { databaseUrl, users: USERS, concurrency: 4, batch: 32, durationS: PHASE_S });
-  floors.sqlWithReads = await runJson('sql-floor.js', { databaseUrl, users: USERS, concurrency: 16, durationS: PHASE_S, withReads: true });
-  floors.bareHttp = await runBareFloor(base, configFile);
-  floors.feeEvaluation = await runJson('fee-eval.js', {});
-  log('floors', floors.sqlWrites.throughputPerS, floors.sqlWritesGrouped.throughputPerS, floors.sqlWithReads.throughputPerS, floors.bareHttp.throughputPerS, floors.feeEvaluation.medianUs, 'µs');
-
-  log('seeding 1,000 policies and 100,000 settled intents');
-  await seedPolicies(db);
-  await seedSettledIntents(db, { first: USERS[0], users: USERS[1], count: 100_000 });
-  await settle(db);
-  server = await startPayorch({ DATABASE_URL: databaseUrl, CONFIG_FILE: configFile }, 'postgres');
-  await runJson('load.js', { ...base, url: server.url, kind: 'policy', mode: 'closed', concurrency: 32, durationS: 3 });
-  pgr.policyEvaluation = await runJson('load.js', { ...base, url: server.url, kind: 'policy', mode: 'closed', concurrency: 32 });
-  log('policy evaluations', pgr.policyEvaluation.throughputPerS, '/s');
-  await server.stop();
-
-  log('seeding 100,000 more: 200,000 stored');
-  await seedSettledIntents(db, { first: USERS[0], users: USERS[1], count: 100_000 });
-  await settle(db);
-  pgr.storedIntentsBefore = Number((await db.query('SELECT count(*) AS n FROM intents')).rows[0].n);
-  server = await startPayorch({ DATABASE_URL: databaseUrl, CONFIG_FILE: configFile }, 'postgres');
-  await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency: best.concurrency, durationS: 5 });
-  pgr.p2pSaturatedAfter200k = await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency: best.concurrency });
-  log('after 200k', pgr.p2pSaturatedAfter200k.throughputPerS, '/s');
-
-  log(`soak: ${SOAK_S} s at ${SOAK_RATE}/s`);
-  pgr.soak = await soak(server, { ...base, url: server.url, kind: 'p2p', mode: 'open', rate: SOAK_RATE, durationS: SOAK_S, warmupS: 0 });
-  log('soak', pgr.soak.rssStartMb, '→', pgr.soak.rssEndMb, 'MB');
-  await server.stop();
-  await db.close();
 
   // ── PGlite ──
-  if (!args['skip-pglite']) results.pglite = await pglitePass(base, secret, configFile);
+  if (runs('pglite')) results.pglite = await pglitePass(base, secret, configFile);
 
   results.loadAvgAtEnd = loadavg().map((x) => Math.round(x * 100) / 100);
+  if (only !== null) {
+    const path = join(root, 'bench', 'results', `partial-${results.startedAt.replace(/[:.]/g, '-')}.json`);
+    writeFileSync(path, `${JSON.stringify(results, null, 2)}\n`);
+    log('partial run written to', path);
+    return;
+  }
   results.summary = summarize(results);
   const json = `${JSON.stringify(results, null, 2)}\n`;
   writeFileSync(join(root, 'bench', 'results', 'latest.json'), json);
