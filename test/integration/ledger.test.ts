@@ -338,6 +338,30 @@ describe('linked chains', () => {
     expect(await counters(user)).toEqual([0n, 50n, 0n, 50n]);
   });
 
+  // Unguarded balances are written once at the end of a batch (migration 008): every kind of
+  // movement in one batch must still add up, and a failed chain's share must not.
+  it('sums an unguarded account over one batch of reservations, posts, voids and a failed chain', async () => {
+    const { user, equity } = await fundedUser(1_000n);
+    const transit = await createAccount(AccountFlags.none);
+    const kept = transfer(user, transit, 300n, { flags: TransferFlags.pending, timeoutS: 60 });
+    const dropped = transfer(user, transit, 200n, { flags: TransferFlags.pending, timeoutS: 60 });
+    const batch = [
+      kept,
+      dropped,
+      post(kept.id, { amount: 250n }),
+      voidOf(dropped.id),
+      transfer(transit, equity, 40n, { flags: TransferFlags.linked }),
+      transfer(user, transit, 5_000n),
+      transfer(transit, equity, 10n),
+    ];
+    expect(await ledger.createTransfers(db, batch)).toEqual([
+      { index: 4, result: 'linked_event_failed' },
+      { index: 5, result: 'exceeds_credits' },
+    ]);
+    expect(await counters(transit)).toEqual([0n, 10n, 0n, 250n]);
+    expect(await counters(user)).toEqual([0n, 250n, 0n, 1_000n]);
+  });
+
   it('refuses a chain left open at the end of the batch', async () => {
     const a = await createAccount(AccountFlags.none);
     const b = await createAccount(AccountFlags.none);
