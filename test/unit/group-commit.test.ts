@@ -53,6 +53,18 @@ describe('GroupCommit', () => {
     expect(batches).toEqual([['first'], ['x1', 'y', 'free'], ['x2'], ['x3'], ['z']]);
   });
 
+  it('holds an item back while a batch in flight has one of its lock keys, then lets those items share a batch', async () => {
+    const { flush, batches, releaseAll } = gatedFlush();
+    const lockKeys: Record<string, string[]> = { a1: ['a'], a2: ['a', 'c'], a3: ['a'] };
+    const group = new GroupCommit(flush, { batchMax: 10, flushesMax: 2, lockKeysOf: (item: string) => lockKeys[item] ?? [] });
+    const all = [group.submit('a1'), ...['a2', 'b', 'a3'].map((item) => group.submit(item))];
+    // The second slot takes b alone; a2 and a3 wait for a1's batch, not in the database.
+    expect(batches).toEqual([['a1'], ['b']]);
+    await releaseAll();
+    expect(await Promise.all(all)).toEqual(['done a1', 'done a2', 'done b', 'done a3']);
+    expect(batches).toEqual([['a1'], ['b'], ['a2', 'a3']]);
+  });
+
   it('commits the items of a failed batch one by one: only the failing one is rejected', async () => {
     const { flush, batches, releaseAll } = gatedFlush((batch) => batch.includes('bad'));
     const group = new GroupCommit(flush, { batchMax: 10, flushesMax: 1 });

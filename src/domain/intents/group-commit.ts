@@ -16,6 +16,13 @@ export interface GroupCommitOptions<Item> {
    * the earlier one's outcome as it would one after the other.
    */
   readonly keysOf?: (item: Item) => readonly string[];
+  /**
+   * What an item's commit locks in the database (a guarded wallet's balance row, say). An item
+   * waits here while a batch in flight holds one of its lock keys, instead of waiting in the
+   * database on that batch's row lock while holding its own batch's locks and connection; items
+   * that share a lock key may still go in one batch.
+   */
+  readonly lockKeysOf?: (item: Item) => readonly string[];
 }
 
 interface Waiting<Item, Outcome> {
@@ -27,6 +34,8 @@ interface Waiting<Item, Outcome> {
 export class GroupCommit<Item, Outcome> {
   private readonly waiting: Array<Waiting<Item, Outcome>> = [];
   private flushing = 0;
+  /** The lock keys of the batches being committed; a key belongs to one batch at most. */
+  private readonly locked = new Set<string>();
 
   constructor(
     private readonly flush: (batch: readonly Item[]) => Promise<Outcome[]>,
@@ -43,23 +52,32 @@ export class GroupCommit<Item, Outcome> {
   private startFlushes(): void {
     while (this.flushing < this.options.flushesMax && this.waiting.length > 0) {
       const batch = this.takeBatch();
+      // Everything waiting needs a key that a batch in flight holds; its end starts the next.
+      if (batch.length === 0) return;
+      const lockKeys = new Set(batch.flatMap((entry) => this.options.lockKeysOf?.(entry.item) ?? []));
+      for (const key of lockKeys) this.locked.add(key);
       this.flushing += 1;
       void this.commit(batch).finally(() => {
+        for (const key of lockKeys) this.locked.delete(key);
         this.flushing -= 1;
         this.startFlushes();
       });
     }
   }
 
-  /** The oldest items, up to batchMax, skipping those that share a key with an earlier item. */
+  /**
+   * The oldest items, up to batchMax, skipping those that share a key with an earlier item or a
+   * lock key with a batch in flight.
+   */
   private takeBatch(): Array<Waiting<Item, Outcome>> {
-    const keysOf = this.options.keysOf;
+    const { keysOf, lockKeysOf } = this.options;
     const batch: Array<Waiting<Item, Outcome>> = [];
     const taken = new Set<string>();
     for (let i = 0; i < this.waiting.length && batch.length < this.options.batchMax; ) {
       const entry = this.waiting[i]!;
       const keys = keysOf?.(entry.item) ?? [];
-      const blocked = keys.some((key) => taken.has(key));
+      const blocked =
+        keys.some((key) => taken.has(key)) || (lockKeysOf?.(entry.item) ?? []).some((key) => this.locked.has(key));
       // A skipped item's keys stay held too, so items that share a key keep their order.
       for (const key of keys) taken.add(key);
       if (blocked) {
