@@ -56,6 +56,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // The intent id is the trace id of payment log lines; requests get their own id until then.
     requestIdHeader: false,
     frameworkErrors,
+    // One access line per request, written when it completes (below), instead of Fastify's two.
+    disableRequestLogging: true,
+  });
+  app.addHook('onResponse', (request, reply, done) => {
+    request.log.info({ req: request, res: reply, responseTime: reply.elapsedTime }, 'request completed');
+    done();
   });
   app.setValidatorCompiler(createValidatorCompiler());
   registerErrorHandling(app, deps.config.production);
