@@ -362,6 +362,22 @@ describe('linked chains', () => {
     expect(await counters(user)).toEqual([0n, 250n, 0n, 1_000n]);
   });
 
+  // A batch that applies in full is written at once (migration 010); the guarded checks must
+  // still follow the batch's order, not its totals.
+  it('checks a guarded account after each event of a batch, in order, not against the batch total', async () => {
+    const { user, equity } = await fundedUser(0n);
+    const transit = await createAccount(AccountFlags.none);
+    const fundThenSpend = [transfer(equity, user, 100n), transfer(user, transit, 60n, { flags: TransferFlags.pending }), transfer(user, transit, 40n)];
+    expect(await ledger.createTransfers(db, fundThenSpend)).toEqual([]);
+    expect(await counters(user)).toEqual([60n, 40n, 0n, 100n]);
+
+    const spendThenFund = [transfer(user, transit, 1n), transfer(equity, user, 100n), post(fundThenSpend[1]!.id, { amount: 50n })];
+    expect(await ledger.createTransfers(db, spendThenFund)).toEqual([{ index: 0, result: 'exceeds_credits' }]);
+    expect(await counters(user)).toEqual([0n, 90n, 0n, 200n]);
+    expect(await counters(transit)).toEqual([0n, 0n, 0n, 90n]);
+    expect((await ledger.lookupTransfers(db, [fundThenSpend[1]!.id]))[0]?.pendingStatus).toBe('posted');
+  });
+
   it('refuses a chain left open at the end of the batch', async () => {
     const a = await createAccount(AccountFlags.none);
     const b = await createAccount(AccountFlags.none);
