@@ -18,9 +18,9 @@ import { limitChecks, loadLimitRules } from '../dist/domain/limits.js';
 import { ledgerAccountId } from '../dist/ledger/account-id.js';
 import { SqlLedger } from '../dist/ledger/sql-ledger.js';
 
-const { databaseUrl, concurrency = 16, durationS = 15, warmupS = 2, users, withReads = false, amount = 100, fee = 1, batch = 1 } = JSON.parse(process.argv[2]);
+const { databaseUrl, dataDir = '', concurrency = 16, durationS = 15, warmupS = 2, users, withReads = false, amount = 100, fee = 1, batch = 1 } = JSON.parse(process.argv[2]);
 const [firstUser, userCount] = users;
-const db = await openDatabase(databaseUrl, '');
+const db = await openDatabase(databaseUrl, dataDir);
 const ledger = new SqlLedger();
 const transit = ledgerAccountId('system.transit.INTERNAL_P2P.THB');
 const revenueName = 'system.revenue.THB';

@@ -65,6 +65,24 @@ describe('GroupCommit', () => {
     expect(batches).toEqual([['a1'], ['b'], ['a2', 'a3']]);
   });
 
+  it('with gatherMs, waits that long before each batch, so that items arriving meanwhile join it', async () => {
+    const { flush, batches, releaseAll } = gatedFlush();
+    const group = new GroupCommit(flush, { batchMax: 10, flushesMax: 1, gatherMs: 20 });
+    const first = [group.submit('a')];
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    first.push(group.submit('b'));
+    expect(batches).toEqual([]);
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    expect(batches).toEqual([['a', 'b']]);
+    // Items that come while a batch commits wait for it, then gather again before the next.
+    const later = ['c', 'd'].map((item) => group.submit(item));
+    await releaseAll();
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    await releaseAll();
+    expect(await Promise.all([...first, ...later])).toEqual(['done a', 'done b', 'done c', 'done d']);
+    expect(batches).toEqual([['a', 'b'], ['c', 'd']]);
+  });
+
   it('commits the items of a failed batch one by one: only the failing one is rejected', async () => {
     const { flush, batches, releaseAll } = gatedFlush((batch) => batch.includes('bad'));
     const group = new GroupCommit(flush, { batchMax: 10, flushesMax: 1 });

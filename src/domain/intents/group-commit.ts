@@ -23,6 +23,12 @@ export interface GroupCommitOptions<Item> {
    * that share a lock key may still go in one batch.
    */
   readonly lockKeysOf?: (item: Item) => readonly string[];
+  /**
+   * How long a free flush slot waits for more items before it takes a batch (ms; default 0: it
+   * takes what is waiting at once). For a database that runs one statement at a time (PGlite),
+   * where the requests behind a batch are still reading while it commits.
+   */
+  readonly gatherMs?: number;
 }
 
 interface Waiting<Item, Outcome> {
@@ -36,6 +42,7 @@ export class GroupCommit<Item, Outcome> {
   private flushing = 0;
   /** The lock keys of the batches being committed; a key belongs to one batch at most. */
   private readonly locked = new Set<string>();
+  private gathering: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly flush: (batch: readonly Item[]) => Promise<Outcome[]>,
@@ -50,6 +57,20 @@ export class GroupCommit<Item, Outcome> {
   }
 
   private startFlushes(): void {
+    const gatherMs = this.options.gatherMs ?? 0;
+    if (gatherMs > 0) {
+      if (this.gathering === null && this.flushing < this.options.flushesMax && this.waiting.length > 0) {
+        this.gathering = setTimeout(() => {
+          this.gathering = null;
+          this.flushNow();
+        }, gatherMs);
+      }
+      return;
+    }
+    this.flushNow();
+  }
+
+  private flushNow(): void {
     while (this.flushing < this.options.flushesMax && this.waiting.length > 0) {
       const batch = this.takeBatch();
       // Everything waiting needs a key that a batch in flight holds; its end starts the next.

@@ -49,6 +49,7 @@ export interface LedgerFailure {
 
 /** Intents of one batch; one per connection in flight at most, so reads keep connections too. */
 const BATCH_MAX = 32;
+const PGLITE_GATHER_MS = 2;
 
 export class IntentCommitter {
   private readonly group: GroupCommit<IntentCommit, CommitOutcome>;
@@ -71,6 +72,10 @@ export class IntentCommitter {
       // COMMIT: a batch that needs a wallet another batch holds waits here rather than in the
       // database (a quarter of the backends' time at 1,000 intents/s, docs/PERFORMANCE.md).
       lockKeysOf: (item) => walletKeysOf(item.intent),
+      // PGlite runs one statement at a time, so while a batch commits the requests behind it wait
+      // to read, and reach the commit one by one: without a pause the next batch held one intent
+      // (117 intents/s in the bench); 2 ms lets them gather (320/s, p50 61 -> 23 ms).
+      gatherMs: db.kind === 'pglite' ? PGLITE_GATHER_MS : 0,
     });
   }
 
