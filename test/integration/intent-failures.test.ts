@@ -65,6 +65,9 @@ describe('logs', () => {
     const { intentId } = res.json();
     const mine = logLines.filter((line) => line.traceId === intentId);
     expect(mine.map((line) => line.msg)).toEqual(expect.arrayContaining(['intent created', 'request completed']));
+    // One access line per request, on completion, naming the request.
+    expect(mine.find((line) => line.msg === 'request completed')).toMatchObject({ req: { method: 'POST', url: '/intents' }, res: { statusCode: 201 } });
+    expect(logLines.filter((line) => line.msg === 'incoming request')).toEqual([]);
     const text = JSON.stringify(logLines);
     for (const secret of Object.values(t.config.file.secrets).flat()) expect(text).not.toContain(secret);
     expect(text).not.toMatch(/[0-9a-f]{64}/);
