@@ -106,6 +106,25 @@ async function openPostgresLockSession(connectionString: string): Promise<LockSe
   };
 }
 
+/**
+ * Statements with parameters go out as named prepared statements, so that each connection parses
+ * a text once, and PostgreSQL may keep a generic plan after five runs, instead of parsing and
+ * planning on every call: a policy evaluation's facts query spent more time being planned than
+ * run. The names are the process's own (one per distinct text); past the cap, texts go unnamed,
+ * so that a caller building texts dynamically cannot grow every connection's statement cache.
+ */
+const statementNames = new Map<string, string>();
+const NAMED_STATEMENTS_MAX = 500;
+
+function statementName(text: string): string | undefined {
+  let name = statementNames.get(text);
+  if (name === undefined && statementNames.size < NAMED_STATEMENTS_MAX) {
+    name = `payorch_${statementNames.size + 1}`;
+    statementNames.set(text, name);
+  }
+  return name;
+}
+
 function openPostgres(connectionString: string): Database {
   const pool = new pg.Pool({
     connectionString,
@@ -118,7 +137,11 @@ function openPostgres(connectionString: string): Database {
   // An idle client that loses its server (restart, failover) must not crash the process.
   pool.on('error', () => {});
   const run = async <Row>(client: pg.Pool | pg.PoolClient, text: string, params?: readonly unknown[]) => {
-    const result = await client.query(text, params as unknown[] | undefined);
+    const name = params === undefined ? undefined : statementName(text);
+    const result =
+      name === undefined
+        ? await client.query(text, params as unknown[] | undefined)
+        : await client.query({ text, values: params as unknown[], name });
     return { rows: result.rows as Row[], rowCount: result.rowCount ?? 0 };
   };
   return {
