@@ -238,26 +238,34 @@ BEGIN
 END $$;
 
 -- Writes a batch planned by ledger_plan_batch. True when written; false when it could not be
--- (another transaction stored one of its ids since the plan was made), and then nothing was.
+-- (another transaction stored one of its ids since the plan was made), and then nothing was: the
+-- transfers it inserted are deleted again, as ledger_apply_new does, rather than rolled back with a
+-- sub-transaction, which would cost an XID per batch and turn every balance row locked by the
+-- batch and updated inside it into a multixact.
 CREATE FUNCTION ledger_write_plan(p_plan ledger_planned_transfer[], p_now timestamptz) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE
-  v_rows integer;
+  v_inserted uuid[];
   v_posted_ids uuid[];
   v_voided_ids uuid[];
   v_shard smallint := ledger_transaction_shard();
 BEGIN
-  INSERT INTO ledger_transfers (id, debit_account_id, credit_account_id, amount, pending_id,
-                                timeout_s, ledger, code, flags, created_at, expires_at, pending_status)
-  SELECT p.id, p.debit_account_id, p.credit_account_id, p.amount, p.pending_id, p.timeout_s, p.ledger,
-         p.code, p.flags, p_now, CASE WHEN p.timeout_s > 0 THEN p_now + make_interval(secs => p.timeout_s) END,
-         p.pending_status
-    FROM unnest(p_plan) AS p
-   ORDER BY p.idx
-  ON CONFLICT (id) DO NOTHING;
-  GET DIAGNOSTICS v_rows = ROW_COUNT;
-  IF v_rows <> cardinality(p_plan) THEN
-    RAISE EXCEPTION 'ledger: batch stored concurrently' USING ERRCODE = 'LDG02';
+  WITH inserted AS (
+    INSERT INTO ledger_transfers (id, debit_account_id, credit_account_id, amount, pending_id,
+                                  timeout_s, ledger, code, flags, created_at, expires_at, pending_status)
+    SELECT p.id, p.debit_account_id, p.credit_account_id, p.amount, p.pending_id, p.timeout_s, p.ledger,
+           p.code, p.flags, p_now, CASE WHEN p.timeout_s > 0 THEN p_now + make_interval(secs => p.timeout_s) END,
+           p.pending_status
+      FROM unnest(p_plan) AS p
+     ORDER BY p.idx
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id
+  )
+  SELECT array_agg(id) INTO v_inserted FROM inserted;
+  IF coalesce(cardinality(v_inserted), 0) <> cardinality(p_plan) THEN
+    -- Nothing but these inserts has been written; the rows that conflicted are another's.
+    DELETE FROM ledger_transfers WHERE id = ANY (v_inserted);
+    RETURN false;
   END IF;
 
   -- The pending transfers were locked by ledger_lock_for_transfers and planned as pending.
@@ -287,8 +295,6 @@ BEGIN
     ) AS s
    WHERE b.account_id = s.account_id AND b.shard = s.shard;
   RETURN true;
-EXCEPTION WHEN SQLSTATE 'LDG02' THEN
-  RETURN false;
 END $$;
 
 -- As 008, with the batch written at once when it applies in full.

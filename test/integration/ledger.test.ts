@@ -429,6 +429,27 @@ describe('concurrency', () => {
     expect(await counters(merchant)).toEqual([0n, 0n, 0n, amount * BigInt(affordable)]);
   });
 
+  // No balance row is shared, so nothing serialises the two but the id: the second batch is
+  // planned before the first commits and meets its row only when it inserts (migration 010).
+  it('answers a batch whose id another transaction stored meanwhile event by event, leaving nothing of its own', async () => {
+    const first = await fundedUser(100n);
+    const second = await fundedUser(100n);
+    const id = randomUUID();
+    const mine = { ...transfer(first.equity, first.user, 10n), id };
+    const theirs = { ...transfer(second.equity, second.user, 20n), id };
+    const alongside = transfer(second.equity, second.user, 5n);
+    const [a, b] = await Promise.all([inTransaction([mine]), inTransaction([alongside, theirs])]);
+    // Exactly one wins; the other reads the stored transfer, event by event.
+    const mineWon = a.length === 0;
+    expect(mineWon ? b : a).toEqual([{ index: mineWon ? 1 : 0, result: 'exists_with_different_debit_account_id' }]);
+    expect(mineWon ? a : b).toEqual([]);
+    const [stored] = await ledger.lookupTransfers(db, [id]);
+    const winner = mineWon ? mine : theirs;
+    expect(stored).toMatchObject({ debitAccountId: winner.debitAccountId, amount: winner.amount });
+    expect(await counters(first.user)).toEqual([0n, 0n, 0n, mineWon ? 110n : 100n]);
+    expect(await counters(second.user)).toEqual([0n, 0n, 0n, mineWon ? 105n : 125n]);
+  });
+
   it('applies a transfer submitted concurrently under one id once', async () => {
     const { user, equity } = await fundedUser(0n);
     const duplicate = transfer(equity, user, 25n);
