@@ -6,12 +6,12 @@
 -- that group commit sends applies in full, and for such a batch the order of events matters
 -- only to the guarded accounts' checks, which running sums in batch order decide exactly.
 --
--- So ledger_run_batch first plans the whole batch (ledger_plan_batch): if every event would
+-- So ledger_create_transfers first plans the whole batch (ledger_plan_batch): if every event would
 -- apply, none exists already, every pending transfer it resolves is still pending (or is created
 -- earlier in the batch) and every guarded account stays within its limit after each of its
 -- events, the batch is written at once: one insert of every transfer, one status update for the
 -- pending transfers stored before, one update per balance row. Otherwise nothing has been written
--- and the batch runs event by event as before, with its per-event answers. Both paths leave the
+-- and the batch runs event by event (008's ledger_run_batch), with its per-event answers. Both paths leave the
 -- same rows, so the answers and balances are the same; the ledger property test holds the
 -- event-by-event model against both.
 
@@ -49,39 +49,6 @@ LANGUAGE sql IMMUTABLE AS $$ SELECT CASE WHEN p_flags & 2 <> 0 THEN p_amount ELS
 CREATE FUNCTION ledger_posted_delta(p_flags integer, p_amount bigint) RETURNS bigint
 LANGUAGE sql IMMUTABLE AS $$ SELECT CASE WHEN p_flags & 10 <> 0 THEN 0 ELSE p_amount END $$;
 
--- 008's roll-up, with the deltas above, and the shard named as a value: as a call of the volatile
--- ledger_transaction_shard() it could not be an index condition, so every shard of the account
--- was read and filtered.
-CREATE OR REPLACE FUNCTION ledger_roll_up(p_transfer_ids uuid[]) RETURNS void
-LANGUAGE plpgsql AS $$
-DECLARE
-  v_shard smallint := ledger_transaction_shard();
-BEGIN
-  UPDATE ledger_balances b
-     SET debits_pending = b.debits_pending + d.dp,
-         debits_posted = b.debits_posted + d.dpo,
-         credits_pending = b.credits_pending + d.cp,
-         credits_posted = b.credits_posted + d.cpo
-    FROM (
-      SELECT m.account_id, sum(m.dp) AS dp, sum(m.dpo) AS dpo, sum(m.cp) AS cp, sum(m.cpo) AS cpo
-        FROM (
-          SELECT t.debit_account_id, t.credit_account_id,
-                 ledger_pending_delta(t.flags, t.amount, coalesce(p.amount, 0)) AS pending_delta,
-                 ledger_posted_delta(t.flags, t.amount) AS posted_delta
-            FROM ledger_transfers t LEFT JOIN ledger_transfers p ON p.id = t.pending_id
-           WHERE t.id = ANY (p_transfer_ids)
-        ) AS t
-        CROSS JOIN LATERAL (VALUES
-          (t.debit_account_id, t.pending_delta, t.posted_delta, 0::bigint, 0::bigint),
-          (t.credit_account_id, 0::bigint, 0::bigint, t.pending_delta, t.posted_delta)
-        ) AS m (account_id, dp, dpo, cp, cpo)
-        JOIN ledger_accounts a ON a.id = m.account_id
-       WHERE NOT ledger_is_guarded(a.flags)
-       GROUP BY m.account_id
-    ) AS d
-   WHERE b.account_id = d.account_id AND b.shard = v_shard;
-END $$;
-
 -- 006's lock statement, with each account's shard named before the balance rows are read: with
 -- the shard decided by a CASE over the joined account, the index could only find the account, and
 -- all 32 shards of the transit and revenue accounts were read (with their dead versions) and
@@ -111,6 +78,49 @@ LANGUAGE sql IMMUTABLE AS $$
      (p.credit_account_id, 0::bigint, 0::bigint, p.pending_delta, p.posted_delta, false, p.flags & 12 = 0)
    ) AS m (account_id, dp, dpo, cp, cpo, checks_debits, checks_credits)
 $$;
+
+-- Adds the movements of a plan to the balance rows: guarded accounts on their one row, unguarded
+-- ones on this transaction's shard, named as a value so that the primary key finds the one row
+-- (a call of the volatile ledger_transaction_shard() cannot be an index condition: all 32 shards
+-- were read, with their dead versions, and filtered). p_unguarded_only: the guarded side has
+-- moved already, transfer by transfer.
+CREATE FUNCTION ledger_add_movements(p_plan ledger_planned_transfer[], p_unguarded_only boolean) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_shard smallint := ledger_transaction_shard();
+BEGIN
+  UPDATE ledger_balances b
+     SET debits_pending = b.debits_pending + s.dp,
+         debits_posted = b.debits_posted + s.dpo,
+         credits_pending = b.credits_pending + s.cp,
+         credits_posted = b.credits_posted + s.cpo
+    FROM (
+      SELECT m.account_id, CASE WHEN ledger_is_guarded(a.flags) THEN 0 ELSE v_shard END AS shard,
+             sum(m.dp) AS dp, sum(m.dpo) AS dpo, sum(m.cp) AS cp, sum(m.cpo) AS cpo
+        FROM ledger_plan_movements(p_plan) AS m
+        JOIN ledger_accounts a ON a.id = m.account_id
+       WHERE NOT (p_unguarded_only AND ledger_is_guarded(a.flags))
+       GROUP BY m.account_id, a.flags
+    ) AS s
+   WHERE b.account_id = s.account_id AND b.shard = s.shard;
+END $$;
+
+-- 008's roll-up: the applied transfers, read back as they were stored, through the function above.
+CREATE OR REPLACE FUNCTION ledger_roll_up(p_transfer_ids uuid[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_applied ledger_planned_transfer[];
+BEGIN
+  SELECT array_agg(ROW(
+           0, t.id, t.debit_account_id, t.credit_account_id, t.amount, t.pending_id, t.timeout_s, t.ledger,
+           t.code, t.flags, t.pending_status, coalesce(p.amount, 0), false,
+           ledger_pending_delta(t.flags, t.amount, coalesce(p.amount, 0)), ledger_posted_delta(t.flags, t.amount)
+         )::ledger_planned_transfer)
+    INTO v_applied
+    FROM ledger_transfers t LEFT JOIN ledger_transfers p ON p.id = t.pending_id
+   WHERE t.id = ANY (p_transfer_ids);
+  PERFORM ledger_add_movements(v_applied, true);
+END $$;
 
 -- The batch as it would be stored, or NULL when an event would not apply as given (refused,
 -- already stored, resolving what is not pending) or a guarded account would break its limit.
@@ -248,7 +258,6 @@ DECLARE
   v_inserted uuid[];
   v_posted_ids uuid[];
   v_voided_ids uuid[];
-  v_shard smallint := ledger_transaction_shard();
 BEGIN
   WITH inserted AS (
     INSERT INTO ledger_transfers (id, debit_account_id, credit_account_id, amount, pending_id,
@@ -281,105 +290,23 @@ BEGIN
     UPDATE ledger_transfers SET pending_status = 'voided' WHERE id = ANY (v_voided_ids) AND pending_status = 'pending';
   END IF;
 
-  UPDATE ledger_balances b
-     SET debits_pending = b.debits_pending + s.dp,
-         debits_posted = b.debits_posted + s.dpo,
-         credits_pending = b.credits_pending + s.cp,
-         credits_posted = b.credits_posted + s.cpo
-    FROM (
-      SELECT m.account_id, CASE WHEN ledger_is_guarded(a.flags) THEN 0 ELSE v_shard END AS shard,
-             sum(m.dp) AS dp, sum(m.dpo) AS dpo, sum(m.cp) AS cp, sum(m.cpo) AS cpo
-        FROM ledger_plan_movements(p_plan) AS m
-        JOIN ledger_accounts a ON a.id = m.account_id
-       GROUP BY m.account_id, a.flags
-    ) AS s
-   WHERE b.account_id = s.account_id AND b.shard = s.shard;
+  PERFORM ledger_add_movements(p_plan, false);
   RETURN true;
 END $$;
 
--- As 008, with the batch written at once when it applies in full.
-CREATE OR REPLACE FUNCTION ledger_run_batch(p_kind text, p_batch jsonb) RETURNS jsonb
+-- The batch written at once when it applies in full; otherwise 008's ledger_run_batch, event by
+-- event. Nothing was written in that case, and its lock statement finds the rows locked already.
+CREATE OR REPLACE FUNCTION ledger_create_transfers(p_batch jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
-  -- One clock for the whole batch: a pending transfer created and posted in one batch cannot
-  -- expire in between, and expiry decisions agree with each other.
+  -- One clock for the plan and its writes, as ledger_run_batch keeps one for its batch.
   v_now timestamptz := clock_timestamp();
-  v_count integer := jsonb_array_length(p_batch);
   v_plan ledger_planned_transfer[];
-  v_results jsonb := '[]';
-  v_chain jsonb;
-  v_chain_applied uuid[];
-  v_applied uuid[] := '{}';
-  v_start integer := 0;
-  v_end integer;
-  v_index integer;
-  v_reason text;
-  v_fail_index integer;
-  v_fail_reason text;
 BEGIN
-  IF p_kind = 'transfer' THEN
-    PERFORM ledger_lock_for_transfers(p_batch);
-    v_plan := ledger_plan_batch(p_batch, v_now);
-    IF v_plan IS NOT NULL AND ledger_write_plan(v_plan, v_now) THEN
-      RETURN '[]';
-    END IF;
+  PERFORM ledger_lock_for_transfers(p_batch);
+  v_plan := ledger_plan_batch(p_batch, v_now);
+  IF v_plan IS NOT NULL AND ledger_write_plan(v_plan, v_now) THEN
+    RETURN '[]';
   END IF;
-  WHILE v_start < v_count LOOP
-    v_end := v_start;
-    WHILE v_end < v_count - 1 AND coalesce((p_batch->v_end->>'flags')::integer, 0) & 1 <> 0 LOOP
-      v_end := v_end + 1;
-    END LOOP;
-    IF coalesce((p_batch->v_end->>'flags')::integer, 0) & 1 <> 0 THEN
-      FOR v_index IN v_start .. v_end LOOP
-        v_results := v_results || jsonb_build_object('index', v_index, 'result',
-          CASE WHEN v_index = v_end THEN 'linked_event_chain_open' ELSE 'linked_event_failed' END);
-      END LOOP;
-      EXIT;
-    END IF;
-
-    IF v_start = v_end THEN
-      v_reason := ledger_apply_event(p_kind, p_batch->v_start, v_now);
-      IF v_reason IS NOT NULL THEN
-        v_results := v_results || jsonb_build_object('index', v_start, 'result', v_reason);
-      ELSE
-        v_applied := v_applied || (p_batch->v_start->>'id')::uuid;
-      END IF;
-    ELSE
-      v_chain := '[]';
-      v_chain_applied := '{}';
-      BEGIN
-        FOR v_index IN v_start .. v_end LOOP
-          v_reason := ledger_apply_event(p_kind, p_batch->v_index, v_now);
-          IF v_reason = 'exists' THEN
-            v_chain := v_chain || jsonb_build_object('index', v_index, 'result', v_reason);
-          ELSIF v_reason IS NOT NULL THEN
-            v_fail_index := v_index;
-            v_fail_reason := v_reason;
-            RAISE EXCEPTION 'ledger: linked chain failed' USING ERRCODE = 'LDG01';
-          ELSE
-            v_chain_applied := v_chain_applied || (p_batch->v_index->>'id')::uuid;
-          END IF;
-        END LOOP;
-        -- Reached only when the chain held: its transfers are stored and count.
-        v_applied := v_applied || v_chain_applied;
-      EXCEPTION WHEN SQLSTATE 'LDG01' THEN
-        v_chain := '[]';
-        FOR v_index IN v_start .. v_end LOOP
-          v_chain := v_chain || jsonb_build_object('index', v_index, 'result',
-            CASE WHEN v_index = v_fail_index THEN v_fail_reason ELSE 'linked_event_failed' END);
-        END LOOP;
-        -- The rollback undid the expiry that found the pending transfer timed out; it is true
-        -- whatever became of the chain, so it is done again outside the chain.
-        IF v_fail_reason = 'pending_transfer_expired' THEN
-          PERFORM ledger_expire_transfer((p_batch->v_fail_index->>'pending_id')::uuid, v_now);
-        END IF;
-      END;
-      v_results := v_results || v_chain;
-    END IF;
-    v_start := v_end + 1;
-  END LOOP;
-  IF p_kind = 'transfer' AND cardinality(v_applied) > 0 THEN
-    PERFORM ledger_roll_up(v_applied);
-  END IF;
-  RETURN v_results;
+  RETURN ledger_run_batch('transfer', p_batch);
 END $$;
