@@ -65,6 +65,19 @@ describe('GroupCommit', () => {
     expect(batches).toEqual([['a1'], ['b'], ['a2', 'a3']]);
   });
 
+  it('releases the lock keys of a batch that failed, so the items held back by them still commit', async () => {
+    const { flush, batches, releaseAll } = gatedFlush((batch) => batch.includes('bad'));
+    const lockKeys: Record<string, string[]> = { bad: ['a'], a2: ['a'] };
+    const group = new GroupCommit(flush, { batchMax: 10, flushesMax: 2, lockKeysOf: (item: string) => lockKeys[item] ?? [] });
+    const failed = group.submit('bad').catch((error: Error) => error.message);
+    const held = group.submit('a2');
+    expect(batches).toEqual([['bad']]);
+    await releaseAll();
+    expect(await failed).toBe('failed bad');
+    expect(await held).toBe('done a2');
+    expect(batches).toEqual([['bad'], ['a2']]);
+  });
+
   it('with gatherMs, waits that long before each batch, so that items arriving meanwhile join it', async () => {
     const { flush, batches, releaseAll } = gatedFlush();
     const group = new GroupCommit(flush, { batchMax: 10, flushesMax: 1, gatherMs: 20 });
