@@ -28,3 +28,37 @@ describe.runIf(process.env.DATABASE_URL?.startsWith('postgres'))('statements on 
     expect(prepared).toEqual([]);
   });
 });
+
+describe('a transaction with statements sent and not awaited (Tx.send)', () => {
+  beforeAll(async () => {
+    await db.exec('CREATE TABLE sent_rows (id integer PRIMARY KEY, note text NOT NULL)');
+  });
+
+  const stored = async () => (await db.query<{ id: number }>('SELECT id FROM sent_rows ORDER BY id')).rows.map((row) => row.id);
+
+  it('commits what was sent, in order with what was awaited', async () => {
+    const answer = await db.transaction(async (tx) => {
+      await tx.query('INSERT INTO sent_rows (id, note) VALUES ($1, $2)', [1, 'awaited']);
+      tx.send('INSERT INTO sent_rows (id, note) VALUES ($1, $2)', [2, 'sent']);
+      tx.send('UPDATE sent_rows SET note = $2 WHERE id = $1', [1, 'changed after']);
+      return 'done';
+    });
+    expect(answer).toBe('done');
+    expect(await stored()).toEqual([1, 2]);
+    expect((await db.query('SELECT note FROM sent_rows WHERE id = 1')).rows).toEqual([{ note: 'changed after' }]);
+  });
+
+  it('fails as a whole when a sent statement fails: its error is thrown and nothing of the transaction stays', async () => {
+    const failing = db.transaction(async (tx) => {
+      await tx.query('INSERT INTO sent_rows (id, note) VALUES ($1, $2)', [3, 'before']);
+      tx.send('INSERT INTO sent_rows (id, note) VALUES ($1, $2)', [1, 'duplicate key']);
+      tx.send('INSERT INTO sent_rows (id, note) VALUES ($1, $2)', [4, 'after']);
+      return 'not reached';
+    });
+    await expect(failing).rejects.toThrow(/duplicate key/);
+    expect(await stored()).toEqual([1, 2]);
+    // The connection is usable afterwards: the next transaction commits.
+    await db.transaction(async (tx) => tx.send('INSERT INTO sent_rows (id, note) VALUES ($1, $2)', [5, 'next']));
+    expect(await stored()).toEqual([1, 2, 5]);
+  });
+});

@@ -29,7 +29,10 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
       return;
     }
     if (mode === 'stall') return; // held open, never forwarded: the client waits on its own clock
-    const upstream = connect(targetPort, targetHost);
+    // As PostgreSQL and connection poolers do: with Nagle's algorithm on, a client's pipelined
+    // statements would wait here for the server's delayed acknowledgement (~40 ms each).
+    client.setNoDelay(true);
+    const upstream = connect({ port: targetPort, host: targetHost, noDelay: true });
     pairs.add(upstream);
     upstream.on('close', () => {
       pairs.delete(upstream);
