@@ -95,7 +95,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const intentBatch = new Histogram({
     name: 'payorch_intent_commit_batch_size',
     help: 'Intents stored by one group-commit transaction of POST /intents.',
-    buckets: [1, 2, 4, 8, 16, 32],
+    buckets: [1, 2, 4, 8, 16, 32, 64],
     registers,
   });
   const pspInFlight = new Gauge({ name: 'payorch_psp_in_flight', help: 'PSPX payouts the PSP worker of this process is processing.', registers });
