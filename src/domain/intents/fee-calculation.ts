@@ -53,13 +53,35 @@ export async function calculateFees(
   }
 }
 
+/**
+ * The ledger ids of the fee accounts found so far, per lookup (one per service instance). An
+ * account is never deleted and its ledger id never changes, so one found once is good for the
+ * life of the process: a payment with a fee makes no read for its fee accounts, one shared read
+ * fewer on the way to the commit of POST /intents. A name not found is looked up every time, so
+ * a fee account created later is found at once.
+ */
+const feeAccountsFound = new WeakMap<AccountLookup, Map<string, string>>();
+
 /** Every fee-split account must exist (422 ACCOUNT_NOT_FOUND); returns the ledger legs. */
 export async function feeLegs(lookup: AccountLookup, result: FeeResult): Promise<MoneyLeg[]> {
   if (result.splits.length === 0) return [];
-  const accounts = await lookup(result.splits.map((split) => split.account));
+  let found = feeAccountsFound.get(lookup);
+  if (found === undefined) {
+    found = new Map();
+    feeAccountsFound.set(lookup, found);
+  }
+  const unknown = [...new Set(result.splits.map((split) => split.account))].filter((name) => !found.has(name));
+  if (unknown.length > 0) {
+    // The shared read answers other requests' names too: only the ones asked for are kept.
+    const accounts = await lookup(unknown);
+    for (const name of unknown) {
+      const account = accounts.get(name);
+      if (account !== undefined) found.set(name, account.ledgerAccountId);
+    }
+  }
   return result.splits.map((split) => {
-    const account = accounts.get(split.account);
-    if (account === undefined) throw apiError('ACCOUNT_NOT_FOUND', `fee account ${split.account} does not exist`);
-    return { ledgerAccountId: account.ledgerAccountId, amount: split.amount };
+    const ledgerAccountId = found.get(split.account);
+    if (ledgerAccountId === undefined) throw apiError('ACCOUNT_NOT_FOUND', `fee account ${split.account} does not exist`);
+    return { ledgerAccountId, amount: split.amount };
   });
 }
