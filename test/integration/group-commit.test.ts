@@ -12,6 +12,8 @@ import { balance, createUser, intentBody, topUp } from '../support/payments.js';
  */
 
 const POISON_AMOUNT = 777n;
+/** A payment whose history row the database refuses (a trigger), in the batch's last statement; under the recipients' daily credit limit. */
+const CLOSE_FAILURE_AMOUNT = 1_234;
 /**
  * While a burst is on, every ledger call takes 200 ms, so the payments that arrive meanwhile
  * queue for the next transaction; with poison on, a batch holding the poison amount throws, as an
@@ -140,6 +142,53 @@ describe('a burst of payments committed together', () => {
     for (const recipient of RECIPIENTS.slice(0, 10)) expect(await balance(t, `user.${recipient}.THB`)).toBe(BigInt(AMOUNT + 7));
     const { rows } = await t.db.query<{ n: number }>('SELECT count(*)::int AS n FROM intents WHERE from_user_id = $1', [POISON_PAYER]);
     expect(rows[0]!.n, 'the failed payment left no intent').toBe(0);
+    await expectLedgerInvariants(t.db);
+  });
+
+  it('a closing statement that fails (sent without waiting for it) takes the batch\'s money back with it; one by one, the others settle', async () => {
+    // A real database error in the last statement of the batch (the history rows), which is sent
+    // without waiting and answered together with COMMIT: the reservations made earlier in the
+    // same transaction must go with it.
+    await t.db.exec(`
+      CREATE FUNCTION refuse_history_amount() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF NEW.amount = ${CLOSE_FAILURE_AMOUNT} THEN RAISE EXCEPTION 'injected history failure'; END IF;
+        RETURN NEW;
+      END $$;
+      CREATE TRIGGER refuse_history_amount BEFORE INSERT ON transactions FOR EACH ROW EXECUTE FUNCTION refuse_history_amount();`);
+    const failing = intentBody({ operationType: 'P2P_TRANSFER', amount: CLOSE_FAILURE_AMOUNT, recipientUserId: POISON_RECIPIENT });
+    const payers = PAYERS.slice(10, 20);
+    const before = await Promise.all(payers.map((payer) => balance(t, `user.${payer}.THB`)));
+    let answers;
+    try {
+      burst.on = true;
+      answers = await Promise.all([
+        t.call('POST', '/intents', { user: POISON_PAYER, body: failing }),
+        ...payers.map((payer, i) => pay(payer, RECIPIENTS[10 + i]!, 9)),
+      ]).finally(() => {
+        burst.on = false;
+      });
+    } finally {
+      await t.db.exec('DROP TRIGGER refuse_history_amount ON transactions; DROP FUNCTION refuse_history_amount();');
+    }
+    expect(answers[0]!.statusCode, answers[0]!.body).toBe(500);
+    expect(answers[0]!.json().error).toBe('INTERNAL_ERROR');
+    for (const res of answers.slice(1)) {
+      expect(res.statusCode, res.body).toBe(201);
+      expect(res.json().status).toBe('SETTLED');
+    }
+    expect(await balance(t, `user.${POISON_PAYER}.THB`)).toBe(10_000n);
+    expect(await balance(t, `user.${POISON_RECIPIENT}.THB`)).toBe(0n);
+    for (const [i, payer] of payers.entries()) expect(await balance(t, `user.${payer}.THB`)).toBe(before[i]! - BigInt(9 + FEE));
+    const { rows } = await t.db.query<{ n: number }>('SELECT count(*)::int AS n FROM intents WHERE from_user_id = $1', [POISON_PAYER]);
+    expect(rows[0]!.n, 'the failed payment left no intent').toBe(0);
+    await expectLedgerInvariants(t.db);
+
+    // Retried with its key once the fault is gone, the payment settles once.
+    const retried = await t.call('POST', '/intents', { user: POISON_PAYER, body: failing });
+    expect(retried.statusCode, retried.body).toBe(201);
+    expect(retried.json().status).toBe('SETTLED');
+    expect(await balance(t, `user.${POISON_RECIPIENT}.THB`)).toBe(BigInt(CLOSE_FAILURE_AMOUNT));
     await expectLedgerInvariants(t.db);
   });
 
