@@ -80,8 +80,9 @@ export class IntentCommitter {
       keysOf: (item) => item.guard.checks.filter((check) => check.side === 'to').map((check) => `to:${check.userId}`),
       // Users' wallets are guarded accounts, one balance row each, locked by the ledger call until
       // COMMIT: a batch that needs a wallet another batch holds waits here rather than in the
-      // database (a quarter of the backends' time at 1,000 intents/s, docs/PERFORMANCE.md).
-      lockKeysOf: (item) => walletKeysOf(item.intent),
+      // database (a quarter of the backends' time at 1,000 intents/s, docs/PERFORMANCE.md). With
+      // one batch in flight no other batch holds one, so the keys are not computed at all.
+      ...(FLUSHES_MAX > 1 ? { lockKeysOf: (item: IntentCommit) => walletKeysOf(item.intent) } : {}),
       // PGlite runs one statement at a time, so while a batch commits the requests behind it wait
       // to read, and reach the commit one by one: without a pause the next batch held one intent
       // (117 intents/s in the bench); 2 ms let them gather (320/s, p50 61 -> 23 ms), and 3 ms gave
