@@ -57,7 +57,7 @@ class CpuDeadline {
 const NO_DEADLINE = { passed: () => false };
 
 export type FeeSandboxOptions = {
-  /** Wall-clock limit of one evaluation (and of one compilation). Spec: 100 ms. */
+  /** CPU-time limit of one evaluation (and of one compilation), see CpuDeadline. Spec: 100 ms. */
   timeoutMs?: number;
   /** Heap limit of the QuickJS runtime shared by all compiled rules. */
   memoryBytesMax?: number;
