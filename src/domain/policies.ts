@@ -42,9 +42,22 @@ export function comparePolicies(a: AuthPolicy, b: AuthPolicy): number {
   return a.priority - b.priority || a.id - b.id;
 }
 
-/** The first policy (in priority order) whose condition holds; levels are never compared. */
-export function decide(policies: readonly AuthPolicy[], facts: PolicyFacts): PolicyDecision {
-  const match = [...policies].sort(comparePolicies).find((policy) => conditionMatches(policy.condition, facts));
+/**
+ * The first policy in (priority, id) order whose condition holds; levels are never compared.
+ * Each list must already be in that order (the config snapshot keeps one per scope): the first
+ * match of each list is a candidate, and a list is left as soon as it reaches the best so far.
+ */
+export function decide(lists: readonly (readonly AuthPolicy[])[], facts: PolicyFacts): PolicyDecision {
+  let match: AuthPolicy | undefined;
+  for (const list of lists) {
+    for (const policy of list) {
+      if (match !== undefined && comparePolicies(policy, match) >= 0) break;
+      if (conditionMatches(policy.condition, facts)) {
+        match = policy;
+        break;
+      }
+    }
+  }
   if (match === undefined) return NO_MATCH;
   return { required: match.requiredStepUp, reasonCode: match.reasonCode, policyId: match.id };
 }

@@ -1,8 +1,10 @@
+import assert from 'node:assert/strict';
 import type { Sql } from '../adapters/database.js';
+import { CoalescedReads } from './coalesced-reads.js';
 import type { StepUpLevel } from './model.js';
-import type { AuthPolicy } from './policies.js';
+import type { AuthPolicy, PolicyFacts } from './policies.js';
 
-/** The three reads of a policy evaluation; nothing is cached, so an admin change applies to the next call. */
+/** The reads of a policy evaluation; nothing is kept, so an admin change applies to the next call. */
 
 export async function loadActivePolicies(sql: Sql, scopes: readonly string[]): Promise<AuthPolicy[]> {
   const { rows } = await sql.query<{
@@ -27,55 +29,49 @@ export async function loadActivePolicies(sql: Sql, scopes: readonly string[]): P
   }));
 }
 
-/**
- * The user's settled debits since 00:00 UTC today in one currency (R33). History rows are
- * written when an intent settles, one DEBIT row for the payer with the account owner's user_id.
- */
-export async function dailyDebitTotal(sql: Sql, userId: number, currency: string): Promise<bigint> {
-  const { rows } = await sql.query<{ total: string }>(
-    `SELECT coalesce(sum(amount), 0)::text AS total FROM transactions
-      WHERE user_id = $1 AND direction = 'DEBIT' AND currency = $2
-        AND created_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'`,
-    [userId, currency],
-  );
-  return BigInt(rows[0]?.total ?? '0');
-}
+/** The figures of a condition that are read from the database, not taken from the request (R33). */
+export type PayerFacts = Pick<PolicyFacts, 'dailyCumulative' | 'isNewPayee'>;
 
-/** True when the user has no settled payment whose metadata.merchantUserId is this merchant. */
-export async function isNewPayee(sql: Sql, userId: number, merchantId: number): Promise<boolean> {
-  // ->> gives the same text for 42 and "42", so either spelling in metadata counts.
-  const { rowCount } = await sql.query(
-    `SELECT 1 FROM intents
-      WHERE status = 'SETTLED' AND from_user_id = $1 AND metadata->>'merchantUserId' = $2 LIMIT 1`,
-    [userId, String(merchantId)],
-  );
-  return rowCount === 0;
+export type PayerFactsLookup = (userId: number, currency: string, merchantId: number | undefined) => Promise<PayerFacts>;
+
+/**
+ * Evaluations that arrive together share one statement (CoalescedReads): under load one round
+ * trip answers every evaluation that arrived during the previous one, instead of a statement,
+ * a socket write and a backend wake-up each (docs/PERFORMANCE.md). Each caller still sees the
+ * database as of a moment after it asked.
+ */
+export function sharedPayerFacts(sql: Sql): PayerFactsLookup {
+  const reads = new CoalescedReads((keys: readonly string[]) => readPayerFacts(sql, keys));
+  return async (userId, currency, merchantId) => {
+    const key = JSON.stringify([userId, currency, merchantId ?? null]);
+    const facts = (await reads.load([key])).get(key);
+    assert.ok(facts !== undefined, 'every key read gets its row');
+    return facts;
+  };
 }
 
 /**
- * dailyDebitTotal and isNewPayee in one statement: one round trip per evaluation instead of two.
- * merchantId undefined: no payee to be new (R33), isNewPayee is false.
+ * History rows are written when an intent settles, one DEBIT row for the payer with the account
+ * owner's user_id; ->> gives the same text for 42 and "42", so either spelling of merchantUserId
+ * in metadata counts. Without a merchant there is no payee to be new (R33).
  */
-export async function policyFacts(
-  sql: Sql,
-  userId: number,
-  currency: string,
-  merchantId: number | undefined,
-): Promise<{ dailyCumulative: bigint; isNewPayee: boolean }> {
-  const { rows } = await sql.query<{ total: string; paid_before: boolean | null }>(
-    `SELECT (SELECT coalesce(sum(amount), 0)::text FROM transactions
-              WHERE user_id = $1 AND direction = 'DEBIT' AND currency = $2
-                AND created_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') AS total,
-            CASE WHEN $3::text IS NULL THEN NULL ELSE EXISTS (
-              SELECT 1 FROM intents
-               WHERE status = 'SETTLED' AND from_user_id = $1 AND metadata->>'merchantUserId' = $3::text) END AS paid_before`,
-    [userId, currency, merchantId === undefined ? null : String(merchantId)],
+async function readPayerFacts(sql: Sql, keys: readonly string[]): Promise<Map<string, PayerFacts>> {
+  const asked = keys.map((key) => JSON.parse(key) as [number, string, number | null]);
+  const { rows } = await sql.query<{ key: string; total: string; paid_before: boolean | null }>(
+    `SELECT k.key,
+            (SELECT coalesce(sum(t.amount), 0)::text FROM transactions t
+              WHERE t.user_id = k.user_id AND t.direction = 'DEBIT' AND t.currency = k.currency
+                AND t.created_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') AS total,
+            CASE WHEN k.merchant IS NULL THEN NULL ELSE EXISTS (
+              SELECT 1 FROM intents i
+               WHERE i.status = 'SETTLED' AND i.from_user_id = k.user_id AND i.metadata->>'merchantUserId' = k.merchant) END AS paid_before
+       FROM unnest($1::text[], $2::bigint[], $3::bpchar[], $4::text[]) AS k (key, user_id, currency, merchant)`,
+    [keys, asked.map(([userId]) => userId), asked.map(([, currency]) => currency), asked.map(([, , merchantId]) => (merchantId === null ? null : String(merchantId)))],
   );
-  const row = rows[0];
-  return { dailyCumulative: BigInt(row?.total ?? '0'), isNewPayee: merchantId !== undefined && row?.paid_before === false };
+  return new Map(rows.map((row) => [row.key, { dailyCumulative: BigInt(row.total), isNewPayee: row.paid_before === false }]));
 }
 
-/** The active policies of these scopes from a config snapshot, in (priority, id) order as decide() wants them. */
-export function cachedPolicies(policies: ReadonlyMap<string, readonly AuthPolicy[]>, scopes: readonly string[]): AuthPolicy[] {
-  return scopes.flatMap((scope) => policies.get(scope) ?? []);
+/** The active policies of these scopes from a config snapshot: one list per scope, each in (priority, id) order, as decide() wants them. */
+export function cachedPolicies(policies: ReadonlyMap<string, readonly AuthPolicy[]>, scopes: readonly string[]): Array<readonly AuthPolicy[]> {
+  return scopes.map((scope) => policies.get(scope) ?? []);
 }

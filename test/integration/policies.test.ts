@@ -258,6 +258,22 @@ describe('POST /policies/evaluate: context figures', () => {
     expect(await evaluate({ userId: 602, merchantId: 77 })).toMatchObject({ reasonCode: 'new_payee', context: { isNewPayee: true } });
   });
 
+  it('evaluations sent together each get their own payer figures', async () => {
+    await settledDebit({ userId: 701, amount: 1000, metadata: { merchantUserId: 70 } });
+    await settledDebit({ userId: 701, amount: 250, currency: 'USD' });
+    await settledDebit({ userId: 702, amount: 30 });
+    const asked = [
+      { userId: 701, merchantId: 70, expected: { dailyCumulative: '1000', isNewPayee: false } },
+      { userId: 701, merchantId: 71, expected: { dailyCumulative: '1000', isNewPayee: true } },
+      { userId: 701, currency: 'USD', expected: { dailyCumulative: '250', isNewPayee: false } },
+      { userId: 702, merchantId: 70, expected: { dailyCumulative: '30', isNewPayee: true } },
+      { userId: 702, merchantId: 70, expected: { dailyCumulative: '30', isNewPayee: true } },
+      { userId: 703, expected: { dailyCumulative: '0', isNewPayee: false } },
+    ];
+    const answers = await Promise.all(asked.map(({ expected: _, ...request }) => evaluate(request)));
+    expect(answers.map((answer) => answer.context)).toEqual(asked.map((request) => request.expected));
+  });
+
   it('without merchantId isNewPayee is false: new_payee true never matches, new_payee false does (R33)', async () => {
     await addPolicy({ condition: { new_payee: true }, reason: 'new', priority: 1 });
     expect(await evaluate({ userId: 603 })).toMatchObject({ reasonCode: 'no_match', context: { isNewPayee: false } });

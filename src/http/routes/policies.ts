@@ -3,7 +3,7 @@ import Type from 'typebox';
 import type { Database } from '../../adapters/database.js';
 import { STEP_UP_LEVELS } from '../../domain/model.js';
 import { decide, policyScopes } from '../../domain/policies.js';
-import { cachedPolicies, loadActivePolicies, policyFacts } from '../../domain/policy-queries.js';
+import { cachedPolicies, loadActivePolicies, sharedPayerFacts } from '../../domain/policy-queries.js';
 import { Money, responses } from '../schemas.js';
 
 /** 19 digits hold every int8 amount the ledger can carry; longer strings are not amounts. */
@@ -43,6 +43,7 @@ const EvaluateResponse = Type.Object({
 
 export function policyRoutes(app: FastifyInstance, deps: { db: Database }): void {
   const { db } = deps;
+  const payerFacts = sharedPayerFacts(db);
   app.post(
     '/policies/evaluate',
     {
@@ -58,9 +59,8 @@ export function policyRoutes(app: FastifyInstance, deps: { db: Database }): void
       const scopes = policyScopes(body.appId, body.merchantId);
       const snapshot = request.configSnapshot;
       const [policies, facts] = await Promise.all([
-        snapshot === null ? loadActivePolicies(db, scopes) : cachedPolicies(snapshot.policies, scopes),
-        // R33: without a merchant there is no payee to be new.
-        policyFacts(db, body.userId, body.currency, body.merchantId),
+        snapshot === null ? loadActivePolicies(db, scopes).then((sorted) => [sorted]) : cachedPolicies(snapshot.policies, scopes),
+        payerFacts(body.userId, body.currency, body.merchantId),
       ]);
       const { dailyCumulative, isNewPayee: newPayee } = facts;
       const decision = decide(policies, {
