@@ -9,7 +9,8 @@ import { OPERATION_TYPES, type OperationType } from '../model.js';
  * `exists` instead of moving money twice.
  */
 
-const TRANSFER_NAMESPACE = v5('payorch.transfers', LEDGER_ACCOUNT_NAMESPACE);
+// As bytes: uuid parses a namespace given as text twice per call, three transfers per intent.
+const TRANSFER_NAMESPACE = parseUuid(v5('payorch.transfers', LEDGER_ACCOUNT_NAMESPACE));
 const TIME_PREFIX_BYTES = 6;
 
 /**
@@ -21,7 +22,7 @@ const TIME_PREFIX_BYTES = 6;
  * the same step of the same intent, and still a valid version 5 UUID.
  */
 export function transferId(intentId: string, step: string): string {
-  const id = v5(`${intentId}/${step}`, TRANSFER_NAMESPACE, new Uint8Array(16));
+  const id = v5(Buffer.from(`${intentId}/${step}`), TRANSFER_NAMESPACE, new Uint8Array(16));
   id.set(parseUuid(intentId).subarray(0, TIME_PREFIX_BYTES), 0);
   return stringifyUuid(id);
 }
