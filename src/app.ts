@@ -31,6 +31,7 @@ import { healthRoutes, startEventLoopMonitor } from './http/routes/health.js';
 import { createValidatorCompiler } from './http/validation.js';
 import { VERSION } from './version.js';
 import { ConfigCache } from './domain/config-cache.js';
+import { departureFor } from './domain/coalesced-reads.js';
 
 export interface AppDeps {
   readonly config: Config;
@@ -74,7 +75,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.setValidatorCompiler(createValidatorCompiler());
   registerErrorHandling(app, deps.config.production);
   // One per app: every request checks it against the database's config version (config-cache.ts).
-  const configCache = new ConfigCache(deps.db);
+  const configCache = new ConfigCache(deps.db, departureFor(deps.db));
   registerAuth(app, { sql: deps.db, config: configCache, secrets: deps.secrets, adminToken: deps.config.adminToken });
   await registerOpenApi(app, VERSION);
   const metrics = deps.metrics ?? createMetrics({ sql: deps.db });

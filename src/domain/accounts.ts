@@ -1,5 +1,5 @@
-import { CoalescedReads } from './coalesced-reads.js';
-import type { Sql } from '../adapters/database.js';
+import { CoalescedReads, departureFor } from './coalesced-reads.js';
+import type { Database, Sql } from '../adapters/database.js';
 import { ledgerAccountId } from '../ledger/account-id.js';
 import { AccountFlags, type Ledger, LEDGER_THB } from '../ledger/ledger.js';
 import { parseAccountName } from './account-names.js';
@@ -99,8 +99,8 @@ export async function findAccount(sql: Sql, nameOrLedgerId: string): Promise<Acc
 export type AccountLookup = (names: readonly string[]) => Promise<ReadonlyMap<string, AccountRecord>>;
 
 /** A lookup whose reads are shared by the requests that arrive together (the hot path of POST /intents). */
-export function sharedAccountLookup(sql: Sql): AccountLookup {
-  const reads = new CoalescedReads((names: readonly string[]) => findAccountsByName(sql, names));
+export function sharedAccountLookup(db: Database): AccountLookup {
+  const reads = new CoalescedReads((names: readonly string[]) => findAccountsByName(db, names), departureFor(db));
   return (names) => reads.load(names);
 }
 

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { CoalescedReads } from './coalesced-reads.js';
+import { CoalescedReads, type Departure } from './coalesced-reads.js';
 import type { Sql } from '../adapters/database.js';
 import type { Permissions } from '../config.js';
 import type { FeeRule } from './fees/index.js';
@@ -45,13 +45,16 @@ export class ConfigCache {
   /** Requests that arrive together share one read of the version. */
   private readonly versionReads: CoalescedReads<'version', bigint>;
 
-  constructor(private readonly sql: Sql) {
+  constructor(
+    private readonly sql: Sql,
+    departure: Departure = 'at-once',
+  ) {
     this.versionReads = new CoalescedReads(async () => {
       const { rows } = await sql.query<{ version: bigint }>('SELECT version FROM config_version');
       const version = rows[0]?.version;
       assert.equal(typeof version, 'bigint', 'config_version must hold one row');
       return new Map([['version', version as bigint]]);
-    });
+    }, departure);
   }
 
   /** The snapshot as of now: one shared round trip, two when the version moved. */

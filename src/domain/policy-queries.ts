@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import type { Sql } from '../adapters/database.js';
-import { CoalescedReads } from './coalesced-reads.js';
+import type { Database, Sql } from '../adapters/database.js';
+import { CoalescedReads, departureFor } from './coalesced-reads.js';
 import type { StepUpLevel } from './model.js';
 import type { AuthPolicy, PolicyFacts } from './policies.js';
 
@@ -40,8 +40,8 @@ export type PayerFactsLookup = (userId: number, currency: string, merchantId: nu
  * a socket write and a backend wake-up each (docs/PERFORMANCE.md). Each caller still sees the
  * database as of a moment after it asked.
  */
-export function sharedPayerFacts(sql: Sql): PayerFactsLookup {
-  const reads = new CoalescedReads((keys: readonly string[]) => readPayerFacts(sql, keys));
+export function sharedPayerFacts(db: Database): PayerFactsLookup {
+  const reads = new CoalescedReads((keys: readonly string[]) => readPayerFacts(db, keys), departureFor(db));
   return async (userId, currency, merchantId) => {
     const key = JSON.stringify([userId, currency, merchantId ?? null]);
     const facts = (await reads.load([key])).get(key);

@@ -24,6 +24,8 @@ function slowStore() {
   return { data, reads, read, release };
 }
 
+const turn = () => new Promise((resolve) => setImmediate(resolve));
+
 describe('CoalescedReads', () => {
   it('sends the first read at once and one read for every caller that arrived meanwhile', async () => {
     const store = slowStore();
@@ -39,6 +41,23 @@ describe('CoalescedReads', () => {
     await store.release();
     expect((await second).get('b')).toBe(2);
     expect((await third).get('c')).toBe(3);
+  });
+
+  it("'end-of-turn': the callers of one event-loop turn share a read; those that arrive while it is on its way share the next", async () => {
+    const store = slowStore();
+    const reads = new CoalescedReads(store.read, 'end-of-turn');
+    const first = reads.load(['a']);
+    const sameTurn = reads.load(['a', 'b']);
+    expect(store.reads).toEqual([]);
+    await turn();
+    expect(store.reads).toEqual([['a', 'b']]);
+    const later = reads.load(['c']);
+    await store.release();
+    expect((await first).get('a')).toBe(1);
+    expect((await sameTurn).get('b')).toBe(2);
+    expect(store.reads).toEqual([['a', 'b'], ['c']]);
+    await store.release();
+    expect((await later).get('c')).toBe(3);
   });
 
   it('never answers a caller with a read sent before it asked', async () => {
