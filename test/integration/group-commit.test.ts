@@ -139,6 +139,35 @@ describe('a burst of payments committed together', () => {
     expect(after.count - before.count).toBeLessThan(after.sum - before.sum);
   });
 
+  it('a payment refused as its intent is opened (a limit) moves no money; the payments batched with it settle', async () => {
+    // On PostgreSQL the ledger call leaves with the opening statement, before its answer: this
+    // batch's call carried the refused payment's transfers too, and must not stand.
+    const fullRecipient = 300;
+    await createUser(t, fullRecipient);
+    expect((await pay(LIMITED_PAYERS[0]!, fullRecipient, CREDIT_LIMIT)).statusCode).toBe(201);
+    const payers = PAYERS.slice(20, 24);
+    const before = await Promise.all(payers.map((payer) => balance(t, `user.${payer}.THB`)));
+    const refusedPayerBefore = await balance(t, `user.${LIMITED_PAYERS[1]}.THB`);
+    burst.on = true;
+    const [first, refused, ...others] = await Promise.all([
+      pay(payers[0]!, RECIPIENTS[20]!, 11),
+      pay(LIMITED_PAYERS[1]!, fullRecipient, 100),
+      ...payers.slice(1).map((payer, i) => pay(payer, RECIPIENTS[21 + i]!, 11)),
+    ]).finally(() => {
+      burst.on = false;
+    });
+    expect(refused!.statusCode, refused!.body).toBe(422);
+    expect(refused!.json().error).toBe('LIMIT_EXCEEDED');
+    for (const res of [first!, ...others]) {
+      expect(res.statusCode, res.body).toBe(201);
+      expect(res.json().status).toBe('SETTLED');
+    }
+    expect(await balance(t, `user.${fullRecipient}.THB`)).toBe(BigInt(CREDIT_LIMIT));
+    expect(await balance(t, `user.${LIMITED_PAYERS[1]}.THB`)).toBe(refusedPayerBefore);
+    for (const [i, payer] of payers.entries()) expect(await balance(t, `user.${payer}.THB`)).toBe(before[i]! - BigInt(11 + FEE));
+    await expectLedgerInvariants(t.db);
+  });
+
   it('a batch that fails as a whole is committed again one by one: only the failing payment answers 500', async () => {
     const payers = PAYERS.slice(0, 10);
     burst.on = true;

@@ -12,7 +12,7 @@ import { PAYER_LOCK_CLASS, RECIPIENT_LIMIT_LOCK_CLASS } from './payer-locks.js';
  * The one transaction that stores new intents with their money, shared by every intent that
  * arrives while earlier ones commit (group commit, docs/PERFORMANCE.md). Per batch, whatever its
  * size: BEGIN, one statement that guards and inserts the intents (intent_open_batch), one ledger
- * call with all their transfers (a TigerBeetle-style batch: each intent's settlement is its own
+ * call with all their transfers (on PostgreSQL sent right behind it, see LedgerCall) (a TigerBeetle-style batch: each intent's settlement is its own
  * linked chain, so one refusal leaves the others alone), one statement with every audit event and
  * history row, COMMIT.
  */
@@ -67,8 +67,15 @@ export class IntentCommitter {
   private readonly group: GroupCommit<IntentCommit, CommitOutcome>;
 
   constructor(db: Database, ledger: Ledger, observeBatch: (size: number) => void = () => {}) {
+    // PostgreSQL pipelines statements, so the ledger call can leave with intent_open_batch; PGlite
+    // runs one statement at a time in this process, where there is no round trip to save.
+    const ledgerCall: LedgerCall = db.kind === 'postgres' ? 'with-open' : 'after-open';
+    const commitAs = (batch: readonly IntentCommit[], call: LedgerCall) => db.transaction((tx) => commitBatch(tx, ledger, batch, call));
     const flush = async (batch: readonly IntentCommit[]) => {
-      const outcomes = await db.transaction((tx) => commitBatch(tx, ledger, batch));
+      const outcomes = await commitAs(batch, ledgerCall).catch((error: unknown) => {
+        if (error instanceof NotEveryIntentOpened) return commitAs(batch, 'after-open');
+        throw error;
+      });
       observeBatch(batch.length);
       return outcomes;
     };
@@ -106,17 +113,49 @@ function walletKeysOf(intent: NewIntent): string[] {
 type Opened = { createdAt: string } | { duplicate: true } | GuardRefusal;
 type GuardRefusal = { refusal: 'locked' } | { refusal: 'limit'; index: number; current: string };
 
+/**
+ * When the ledger call is sent. 'after-open': once intent_open_batch has answered, with the
+ * transfers of the intents it opened. 'with-open': right behind it, before its answer, with every
+ * intent's transfers, on the bet that all of them open (a duplicate key, a limit or a payer's lock
+ * is rare); one round trip fewer per batch. When the bet is lost the transaction is rolled back,
+ * nothing of it stays, and the batch runs again 'after-open'.
+ */
+export type LedgerCall = 'after-open' | 'with-open';
+
+/** The bet of 'with-open' lost: the ledger moved money for an intent that was not opened. */
+class NotEveryIntentOpened extends Error {}
+
 /** Throws to roll the whole batch back; GroupCommit then commits its intents one by one. */
-export async function commitBatch(tx: Tx, ledger: Ledger, batch: readonly IntentCommit[]): Promise<CommitOutcome[]> {
-  const opened = await openBatch(tx, batch);
+export async function commitBatch(
+  tx: Tx,
+  ledger: Ledger,
+  batch: readonly IntentCommit[],
+  ledgerCall: LedgerCall = 'after-open',
+): Promise<CommitOutcome[]> {
+  const withTransfers = (indexes: readonly number[]) => indexes.filter((index) => batch[index]!.transfers.length > 0);
+  const moveMoney = (indexes: readonly number[]) => ledgerResultsPerIntent(tx, ledger, indexes.map((index) => batch[index]!.transfers));
+  const opening = openBatch(tx, batch);
+  let early: { readonly moving: number[]; readonly results: ReturnType<typeof moveMoney> } | null = null;
+  if (ledgerCall === 'with-open') {
+    const moving = withTransfers(batch.map((_, index) => index));
+    early = { moving, results: moveMoney(moving) };
+    // Handled here, so that a failure while the opening is awaited is not unhandled; it is
+    // thrown where the results are awaited, below.
+    early.results.catch(() => {});
+  }
+  const opened = await opening;
   const outcomes: Array<CommitOutcome | null> = opened.map((o, i) => {
     if ('duplicate' in o) return { kind: 'duplicate' };
     if ('refusal' in o) return { kind: 'refused', error: refusalError(o, batch[i]!.guard) };
     return null;
   });
+  if (early !== null && outcomes.some((outcome) => outcome !== null)) {
+    await early.results.catch(() => {});
+    throw new NotEveryIntentOpened();
+  }
 
-  const moving = batch.flatMap((item, index) => (outcomes[index] === null && item.transfers.length > 0 ? [index] : []));
-  const resultsOf = await ledgerResultsPerIntent(tx, ledger, moving.map((index) => batch[index]!.transfers));
+  const moving = early?.moving ?? withTransfers(outcomes.flatMap((outcome, index) => (outcome === null ? [index] : [])));
+  const resultsOf = await (early?.results ?? moveMoney(moving));
   const voids: TransferInput[] = [];
   const closing: Closing[] = [];
   batch.forEach((item, index) => {
