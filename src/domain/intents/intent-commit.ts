@@ -12,9 +12,10 @@ import { PAYER_LOCK_CLASS, RECIPIENT_LIMIT_LOCK_CLASS } from './payer-locks.js';
  * The one transaction that stores new intents with their money, shared by every intent that
  * arrives while earlier ones commit (group commit, docs/PERFORMANCE.md). Per batch, whatever its
  * size: BEGIN, one statement that guards and inserts the intents (intent_open_batch), one ledger
- * call with all their transfers (on PostgreSQL sent right behind it, see LedgerCall) (a TigerBeetle-style batch: each intent's settlement is its own
- * linked chain, so one refusal leaves the others alone), one statement with every audit event and
- * history row, COMMIT.
+ * call with all their transfers (a TigerBeetle-style batch: each intent's settlement is its own
+ * linked chain, so one refusal leaves the others alone; on PostgreSQL sent right behind the
+ * opening statement, see LedgerCall), one statement with every audit event and history row,
+ * COMMIT.
  */
 
 export interface Guard {
@@ -125,7 +126,10 @@ export type LedgerCall = 'after-open' | 'with-open';
 /** The bet of 'with-open' lost: the ledger moved money for an intent that was not opened. */
 class NotEveryIntentOpened extends Error {}
 
-/** Throws to roll the whole batch back; GroupCommit then commits its intents one by one. */
+/**
+ * Throws to roll the whole batch back: NotEveryIntentOpened, and IntentCommitter runs it again
+ * 'after-open'; anything else, and GroupCommit commits its intents one by one.
+ */
 export async function commitBatch(
   tx: Tx,
   ledger: Ledger,
