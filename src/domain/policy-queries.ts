@@ -1,33 +1,7 @@
 import assert from 'node:assert/strict';
 import type { Database, Sql } from '../adapters/database.js';
 import { CoalescedReads, departureFor } from './coalesced-reads.js';
-import type { StepUpLevel } from './model.js';
 import type { AuthPolicy, PolicyFacts } from './policies.js';
-
-/** The reads of a policy evaluation; nothing is kept, so an admin change applies to the next call. */
-
-export async function loadActivePolicies(sql: Sql, scopes: readonly string[]): Promise<AuthPolicy[]> {
-  const { rows } = await sql.query<{
-    id: bigint;
-    scope: string;
-    condition: Record<string, unknown>;
-    required_step_up: StepUpLevel;
-    reason_code: string;
-    priority: number;
-  }>(
-    `SELECT id, scope, condition, required_step_up, reason_code, priority
-       FROM auth_policies WHERE active AND scope = ANY($1::text[]) ORDER BY priority, id`,
-    [scopes],
-  );
-  return rows.map((row) => ({
-    id: Number(row.id),
-    scope: row.scope,
-    condition: row.condition,
-    requiredStepUp: row.required_step_up,
-    reasonCode: row.reason_code,
-    priority: row.priority,
-  }));
-}
 
 /** The figures of a condition that are read from the database, not taken from the request (R33). */
 export type PayerFacts = Pick<PolicyFacts, 'dailyCumulative' | 'isNewPayee'>;

@@ -1,9 +1,10 @@
+import assert from 'node:assert/strict';
 import type { FastifyInstance } from 'fastify';
 import Type from 'typebox';
 import type { Database } from '../../adapters/database.js';
 import { STEP_UP_LEVELS } from '../../domain/model.js';
 import { decide, policyScopes } from '../../domain/policies.js';
-import { cachedPolicies, loadActivePolicies, sharedPayerFacts } from '../../domain/policy-queries.js';
+import { cachedPolicies, sharedPayerFacts } from '../../domain/policy-queries.js';
 import { Money, responses } from '../schemas.js';
 
 /** 19 digits hold every int8 amount the ledger can carry; longer strings are not amounts. */
@@ -57,11 +58,11 @@ export function policyRoutes(app: FastifyInstance, deps: { db: Database }): void
     async (request) => {
       const body = request.body as EvaluateRequest;
       const scopes = policyScopes(body.appId, body.merchantId);
+      // A signed request always carries the configuration it was checked against (auth.ts).
       const snapshot = request.configSnapshot;
-      const [policies, facts] = await Promise.all([
-        snapshot === null ? loadActivePolicies(db, scopes).then((sorted) => [sorted]) : cachedPolicies(snapshot.policies, scopes),
-        payerFacts(body.userId, body.currency, body.merchantId),
-      ]);
+      assert.ok(snapshot !== null, 'a signed request has a configuration snapshot');
+      const policies = cachedPolicies(snapshot.policies, scopes);
+      const facts = await payerFacts(body.userId, body.currency, body.merchantId);
       const { dailyCumulative, isNewPayee: newPayee } = facts;
       const decision = decide(policies, {
         amount: BigInt(body.amount),
