@@ -1,5 +1,6 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions, LogController } from 'fastify';
 import type { Broker } from './adapters/broker.js';
+import { createMemorySharedState, type SharedState } from './adapters/shared-state.js';
 import type { Database } from './adapters/database.js';
 import type { Config } from './config.js';
 import type { Ledger } from './ledger/ledger.js';
@@ -47,6 +48,8 @@ export interface AppDeps {
   readonly logger?: FastifyServerOptions['logger'];
   /** Shared with the workers of the process (main.ts); one is made per app when absent. */
   readonly metrics?: Metrics;
+  /** Replay caches and rate limits, agreed by every instance through Redis (main.ts); this app's own memory when absent. */
+  readonly shared?: SharedState;
 }
 
 /**
@@ -72,6 +75,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     frameworkErrors,
     logController: new CompletionLog(),
   });
+  const shared = deps.shared ?? createMemorySharedState();
+  if (deps.shared === undefined) app.addHook('onClose', async () => shared.close());
   app.setValidatorCompiler(createValidatorCompiler());
   registerErrorHandling(app, deps.config.production);
   // One per app: every request checks it against the database's config version (config-cache.ts).

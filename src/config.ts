@@ -20,6 +20,15 @@ export const Permissions = Type.Object(
     fromAccountOverride: Type.Optional(AccountOverride),
     toAccountOverride: Type.Optional(AccountOverride),
     accountEntityTypes: Type.Optional(Type.Array(Type.Enum(ENTITY_TYPES))),
+    /** Refuse the specification's X-Signature for this key: only RFC 9421 message signatures verify. */
+    requireMessageSignatures: Type.Optional(Type.Boolean()),
+    /** A token bucket per service id: `requestsPerSecond` refill, `burst` capacity. Absent: no limit. */
+    rateLimit: Type.Optional(
+      Type.Object(
+        { requestsPerSecond: Type.Number({ exclusiveMinimum: 0, maximum: 1_000_000 }), burst: Type.Integer({ minimum: 1, maximum: 1_000_000 }) },
+        { additionalProperties: false },
+      ),
+    ),
   },
   { additionalProperties: false },
 );

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { createBroker } from './adapters/broker.js';
+import { createSharedState } from './adapters/shared-state.js';
 import { openDatabase } from './adapters/database.js';
 import { migrate } from './adapters/migrations.js';
 import { createPspxClient } from './adapters/pspx/pspx-client.js';
@@ -28,6 +29,7 @@ export async function startService(config: Config = loadConfig()): Promise<Runni
   const ledger = new SqlLedger();
   await applyConfig(db, ledger, config.file);
   const broker = createBroker(config.redisUrl);
+  const shared = createSharedState(config.redisUrl);
   let secrets = secretsOf(config.file);
   /** Throws when CONFIG_FILE is unusable; the previous secrets then stay in force. */
   const reloadSecrets = (): number => {
@@ -47,6 +49,7 @@ export async function startService(config: Config = loadConfig()): Promise<Runni
     ledger,
     metrics,
     broker,
+    shared,
     pspx,
     fees,
     secrets: () => secrets,
@@ -81,6 +84,7 @@ export async function startService(config: Config = loadConfig()): Promise<Runni
       fees.dispose();
       await pspxSimulator?.close();
       await broker.close();
+      await shared.close();
       await db.close();
     },
   };

@@ -1,5 +1,7 @@
 import type { FastifyInstance, HTTPMethods, LightMyRequestResponse } from 'fastify';
+import { randomBytes } from 'node:crypto';
 import { createBroker, type Broker } from '../../src/adapters/broker.js';
+import { createSharedState, type SharedState } from '../../src/adapters/shared-state.js';
 import type { Database } from '../../src/adapters/database.js';
 import { createPspxClient, type PspxClientOptions } from '../../src/adapters/pspx/pspx-client.js';
 import { createSimulatorServer, type SimulatorServer } from '../../src/adapters/pspx/pspx-simulator.js';
@@ -20,6 +22,8 @@ export interface TestApp {
   readonly db: Database;
   readonly ledger: Ledger;
   readonly broker: Broker;
+  /** Replay caches and rate limits: Redis under a prefix of this app's own when REDIS_URL is set. */
+  readonly shared: SharedState;
   readonly config: Config;
   /** The provider behind `app`: knobs, counters and its address (one per test app). */
   readonly pspxSimulator: SimulatorServer;
@@ -65,6 +69,7 @@ export async function startTestApp(
   await applyConfig(db, ledger, file);
   // With REDIS_URL set (the CI's second pass) live messages go through Redis, as in production.
   const broker = options.broker ?? createBroker(process.env.REDIS_URL);
+  const shared = createSharedState(process.env.REDIS_URL, `payorch-test-${randomBytes(6).toString('hex')}:`);
   const holder: { secrets: Map<string, readonly string[]> } = { secrets: secretsOf(file) };
   const pspxSimulator = await createSimulatorServer();
   const pspx = createPspxClient({ ...options.pspx, baseUrl: pspxSimulator.url });
@@ -74,6 +79,7 @@ export async function startTestApp(
     db,
     ledger,
     broker,
+    shared,
     pspx,
     fees,
     secrets: () => holder.secrets,
@@ -86,6 +92,7 @@ export async function startTestApp(
     db,
     ledger,
     broker,
+    shared,
     config,
     pspxSimulator,
     get secrets() {
@@ -113,6 +120,7 @@ export async function startTestApp(
       fees.dispose();
       await pspxSimulator.close();
       await broker.close();
+      await shared.close();
       await db.close();
     },
   };

@@ -1,0 +1,77 @@
+import { Redis } from 'ioredis';
+
+/**
+ * State that every instance of the API must agree on: which signed requests were already seen
+ * (replay caches) and how much of a rate limit is spent. In Redis when REDIS_URL is set, so a
+ * request replayed against a second instance is caught there too; in this process otherwise.
+ */
+export interface SharedState {
+  readonly kind: 'memory' | 'redis';
+  /** Every key is stored under this prefix, so several deployments (or test files) can share one Redis. */
+  readonly prefix: string;
+  /** The Redis connection, for components that need their own atomic script; null in memory. */
+  readonly redis: Redis | null;
+  /** True the first time `key` is claimed within `ttlMs`, false while an earlier claim lives (on any instance). */
+  claimOnce(key: string, ttlMs: number): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+/**
+ * Past this many live claims the oldest is forgotten: memory stays bounded under a flood, at the
+ * price that a request claimed that long ago could be accepted again within its window. At the
+ * 120 s replay window that takes over 1,600 claims a second on one instance (use Redis there).
+ */
+export const MEMORY_CLAIMS_MAX = 200_000;
+
+export function createMemorySharedState(prefix = ''): SharedState {
+  // Insertion order is expiry order for one TTL; with several TTLs an early expiry may wait behind a later one, which only keeps it longer.
+  const claims = new Map<string, number>();
+  const forgetExpired = (nowMs: number) => {
+    for (const [key, expiresAtMs] of claims) {
+      if (expiresAtMs > nowMs) break;
+      claims.delete(key);
+    }
+  };
+  return {
+    kind: 'memory',
+    prefix,
+    redis: null,
+    async claimOnce(key, ttlMs) {
+      const nowMs = Date.now();
+      forgetExpired(nowMs);
+      const existing = claims.get(prefix + key);
+      if (existing !== undefined && existing > nowMs) return false;
+      if (claims.size >= MEMORY_CLAIMS_MAX) {
+        const oldest = claims.keys().next();
+        if (oldest.done !== true) claims.delete(oldest.value);
+      }
+      claims.set(prefix + key, nowMs + ttlMs);
+      return true;
+    },
+    async close() {
+      claims.clear();
+    },
+  };
+}
+
+export function createRedisSharedState(url: string, prefix = 'payorch:'): SharedState {
+  const redis = new Redis(url, { lazyConnect: false, maxRetriesPerRequest: 2, enableOfflineQueue: true });
+  // Connection errors are retried by ioredis; without a listener they would crash the process.
+  redis.on('error', () => {});
+  return {
+    kind: 'redis',
+    prefix,
+    redis,
+    async claimOnce(key, ttlMs) {
+      // SET NX is atomic across instances: exactly one of two concurrent claims gets OK.
+      const answer = await redis.set(prefix + key, '1', 'PX', Math.max(1, Math.ceil(ttlMs)), 'NX');
+      return answer === 'OK';
+    },
+    async close() {
+      redis.disconnect();
+    },
+  };
+}
+
+export const createSharedState = (redisUrl: string | undefined, prefix?: string): SharedState =>
+  redisUrl === undefined ? createMemorySharedState(prefix) : createRedisSharedState(redisUrl, prefix);
