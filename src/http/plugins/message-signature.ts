@@ -1,5 +1,5 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
-import type { FastifyRequest } from 'fastify';
+import type { IncomingHttpHeaders } from 'node:http';
 import { apiError } from '../../domain/errors.js';
 import { type Component, MESSAGE_SIGNATURE_ALG, pathAndQuery, signatureBase } from '../../domain/message-signing.js';
 import { SIGNATURE_WINDOW_S } from '../../domain/signing.js';
@@ -12,17 +12,26 @@ export interface VerifiedMessage {
   readonly nonce: string | undefined;
 }
 
+/** What verification reads of a request; a FastifyRequest is one. */
+export interface SignedMessage {
+  readonly method: string;
+  /** The request target as sent: path and query, not decoded. */
+  readonly url: string;
+  readonly headers: IncomingHttpHeaders;
+  readonly rawBody: Buffer;
+}
+
 const unauthorized = (message: string) => apiError('UNAUTHORIZED', message);
 
 /** RFC 9421 §2.1: the field as the application reads it (repeated lines joined by `, `), trimmed. */
-function headerValue(request: FastifyRequest, name: string): string | undefined {
+function headerValue(request: SignedMessage, name: string): string | undefined {
   const value = request.headers[name];
   if (value === undefined) return undefined;
   return (Array.isArray(value) ? value.map((line) => line.trim()).join(', ') : value).trim();
 }
 
 /** The components every signature must cover: the request line, and whatever says who acts and what is sent. */
-function requiredComponents(request: FastifyRequest): string[] {
+function requiredComponents(request: SignedMessage): string[] {
   const required = ['@method', '@path', '@query'];
   if (request.rawBody.length > 0) required.push('content-digest');
   if (request.headers['x-user-id'] !== undefined) required.push('x-user-id');
@@ -30,7 +39,7 @@ function requiredComponents(request: FastifyRequest): string[] {
 }
 
 /** Derived components from the request line as sent: no decoding, no normalisation. */
-function componentValue(request: FastifyRequest, name: string): string {
+function componentValue(request: SignedMessage, name: string): string {
   const { path, query } = pathAndQuery(request.url);
   switch (name) {
     case '@method':
@@ -54,7 +63,7 @@ function componentValue(request: FastifyRequest, name: string): string {
 }
 
 /** Content-Digest is required for a body and checked whenever sent; sha-256 over the raw bytes. */
-function checkContentDigest(request: FastifyRequest): void {
+function checkContentDigest(request: SignedMessage): void {
   const header = headerValue(request, 'content-digest');
   if (header === undefined) {
     if (request.rawBody.length > 0) throw unauthorized('missing header Content-Digest');
@@ -65,7 +74,7 @@ function checkContentDigest(request: FastifyRequest): void {
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw unauthorized('content digest mismatch');
 }
 
-function checkParameters(input: SignatureInput, request: FastifyRequest, nowS: number): void {
+function checkParameters(input: SignatureInput, request: SignedMessage, nowS: number): void {
   if (input.alg !== undefined && input.alg !== MESSAGE_SIGNATURE_ALG) throw unauthorized(`unsupported alg ${input.alg}`);
   const serviceId = headerValue(request, 'x-service-id');
   if (serviceId !== undefined && serviceId !== input.keyid) throw unauthorized('keyid does not match X-Service-Id');
@@ -81,7 +90,7 @@ function checkParameters(input: SignatureInput, request: FastifyRequest, nowS: n
  * service's secrets; every one is tried, so a rotated list verifies with any of its entries.
  */
 export function verifyMessageSignature(
-  request: FastifyRequest,
+  request: SignedMessage,
   signatureInputHeader: string,
   secretsOf: (serviceId: string) => readonly string[] | undefined,
   nowS: number,
