@@ -93,7 +93,8 @@ export function messageSignedHeaders(
   }
   if (options.userId !== undefined) {
     headers['x-user-id'] = String(options.userId);
-    components.push(['x-user-id', headers['x-user-id']]);
+    // RFC 9421 §2.1: the value in the base is the field without surrounding whitespace, as the server reads it.
+    components.push(['x-user-id', headers['x-user-id'].trim()]);
   }
   const params = serializeSignatureParams(
     components.map(([name]) => name),
