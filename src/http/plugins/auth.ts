@@ -113,8 +113,9 @@ async function authenticate(request: FastifyRequest, mode: AuthMode, deps: Requi
     (mode === 'resolve' && key.permissions.forceResolve === true);
   if (!allowed) throw apiError('FORBIDDEN', `service ${key.serviceId} may not use admin operations`);
   // Last, on a verified signature only: a forged request must not burn a genuine one's slot.
-  if (verified.nonce !== undefined) await claimNonce(deps.shared, verified.serviceId, verified.nonce);
+  // The admin write first, so that a replayed one is called that whether it has a nonce or not.
   if (isAdminWrite(request)) await claimAdminWrite(deps.shared, verified.serviceId, verified.scheme, verified.signature);
+  if (verified.nonce !== undefined) await claimNonce(deps.shared, verified.serviceId, verified.nonce);
   return { key, serviceId: key.serviceId };
 }
 
