@@ -244,7 +244,7 @@ async function rulesNamed(app: TestApp, name: string): Promise<number> {
 }
 
 describe('replayed admin writes', () => {
-  it.each(['x-signature', 'message without nonce'])('a signed POST /admin/fee-rules sent twice (%s) creates one rule; the second is 401 replayed request', async (scheme) => {
+  it.each(['x-signature', 'message without nonce', 'message with nonce'])('a signed POST /admin/fee-rules sent twice (%s) creates one rule; the second is 401 replayed request', async (scheme) => {
     const name = `replay-${randomUUID()}`;
     const body = feeRule(name);
     const headers =
@@ -258,7 +258,7 @@ describe('replayed admin writes', () => {
               ['@query', '?'],
               ['content-digest', contentDigest(body)],
             ],
-            { keyid: 'admin-tool', nonce: null },
+            { keyid: 'admin-tool', ...(scheme === 'message with nonce' ? {} : { nonce: null }) },
           );
     const withDigest = scheme === 'x-signature' ? headers : { ...headers, 'content-digest': contentDigest(body) };
     expect((await send('POST', '/admin/fee-rules', withDigest, body)).statusCode).toBe(201);
