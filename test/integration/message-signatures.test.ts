@@ -118,6 +118,26 @@ describe('a captured request re-sent with another X-User-Id', () => {
   });
 });
 
+describe('a key created with requireMessageSignatures', () => {
+  it('is stored with it, and its service can sign only with a message signature', async () => {
+    const serviceId = `strict-${randomUUID().slice(0, 8)}`;
+    const created = await t.call('POST', '/admin/service-keys', {
+      service: 'admin-tool',
+      body: { serviceId, permissions: { allowedOperationTypes: [], requireMessageSignatures: true } },
+    });
+    expect(created.statusCode, created.body).toBe(201);
+    expect(created.json().permissions).toEqual({ allowedOperationTypes: [], requireMessageSignatures: true });
+    const previous = t.secrets;
+    t.secrets = new Map([...previous, [serviceId, ['strict-secret']]]);
+    try {
+      await expect401(await t.call('GET', BALANCE_PATH, { service: serviceId }), /HTTP message signature/);
+      expect((await t.call('GET', BALANCE_PATH, { service: serviceId, scheme: 'message' })).statusCode).toBe(200);
+    } finally {
+      t.secrets = previous;
+    }
+  });
+});
+
 describe('what a message signature must satisfy', () => {
   it('refuses a body whose Content-Digest does not match, and a body without one', async () => {
     const body = p2p();
