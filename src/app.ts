@@ -81,7 +81,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   registerErrorHandling(app, deps.config.production);
   // One per app: every request checks it against the database's config version (config-cache.ts).
   const configCache = new ConfigCache(deps.db, departureFor(deps.db));
-  registerAuth(app, { sql: deps.db, config: configCache, secrets: deps.secrets, adminToken: deps.config.adminToken });
+  registerAuth(app, { sql: deps.db, config: configCache, secrets: deps.secrets, adminToken: deps.config.adminToken, shared });
   await registerOpenApi(app, VERSION);
   const metrics = deps.metrics ?? createMetrics({ sql: deps.db });
   metricsRoutes(app, { metrics, token: deps.config.metricsToken });

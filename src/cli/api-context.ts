@@ -10,6 +10,7 @@ export const COMMON_OPTIONS = {
   user: { type: 'string' },
   url: { type: 'string' },
   json: { type: 'boolean', default: false },
+  'legacy-signature': { type: 'boolean', default: false },
 } as const;
 
 export interface CommonValues {
@@ -17,6 +18,8 @@ export interface CommonValues {
   readonly user?: string | undefined;
   readonly url?: string | undefined;
   readonly json?: boolean | undefined;
+  /** Sign with the specification's X-Signature instead of an HTTP Message Signature. */
+  readonly 'legacy-signature'?: boolean | undefined;
 }
 
 export interface ApiContext {
@@ -96,6 +99,7 @@ export function apiContext(values: CommonValues, io: CliIo): ApiContext {
     baseUrl,
     serviceId,
     secret: secretOf(serviceId, io.env),
+    signatureScheme: values['legacy-signature'] === true ? 'x-signature' : 'message',
     sleep: sleepOf(io),
     ...(io.fetch === undefined ? {} : { fetch: io.fetch }),
   });

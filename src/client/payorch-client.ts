@@ -3,7 +3,16 @@ import { type AdminApi, adminApi } from './admin-api.js';
 import { statusEvents } from './event-stream.js';
 import { PayorchError } from './payorch-error.js';
 import { type ClientRequest, createRequester, errorBodyOf, queryString, sendChecked } from './requester.js';
-import { checkRetryPolicy, createTransport, DEFAULT_RETRY, REQUEST_TIMEOUT_MS, type RetryPolicy, sleepMs } from './transport.js';
+import {
+  checkRetryPolicy,
+  createTransport,
+  DEFAULT_RETRY,
+  DEFAULT_SIGNATURE_SCHEME,
+  REQUEST_TIMEOUT_MS,
+  type RetryPolicy,
+  type SignatureScheme,
+  sleepMs,
+} from './transport.js';
 import type {
   AccountCreated,
   AccountCreateRequest,
@@ -33,6 +42,8 @@ export interface PayorchClientOptions {
   readonly baseUrl: string;
   readonly serviceId: string;
   readonly secret: string;
+  /** 'message' (default): HTTP Message Signatures, which bind X-User-Id; 'x-signature': the specification's scheme. */
+  readonly signatureScheme?: SignatureScheme;
   /** Defaults to the global fetch; tests pass a stub. */
   readonly fetch?: typeof fetch;
   /** Defaults to DEFAULT_RETRY (3 attempts, 200 ms base). `{attemptsMax: 1}` turns retries off. */
@@ -95,6 +106,7 @@ export function createPayorchClient(options: PayorchClientOptions): PayorchClien
     baseUrl: options.baseUrl,
     serviceId: options.serviceId,
     secret: options.secret,
+    signatureScheme: options.signatureScheme ?? DEFAULT_SIGNATURE_SCHEME,
     fetch: options.fetch ?? globalThis.fetch,
     retry: checkRetryPolicy(options.retry ?? DEFAULT_RETRY),
     timeoutMs: options.timeoutMs ?? REQUEST_TIMEOUT_MS,

@@ -1,9 +1,18 @@
 import assert from 'node:assert/strict';
 import { setTimeout as delay } from 'node:timers/promises';
+import { messageSignedHeaders } from '../domain/message-signing.js';
 import { signedHeaders } from '../domain/signing.js';
 import { PayorchConnectionError } from './payorch-error.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+/**
+ * 'message': an HTTP Message Signature (RFC 9421) that also covers X-User-Id and carries a fresh
+ * nonce. 'x-signature': the specification's scheme, for servers that predate the other one.
+ * docs/SECURITY.md section 2 says why the first is the default.
+ */
+export type SignatureScheme = 'message' | 'x-signature';
+export const DEFAULT_SIGNATURE_SCHEME: SignatureScheme = 'message';
 
 export interface RetryPolicy {
   /** Attempts in all, the first one included: 1 means no retry. */
@@ -24,6 +33,7 @@ export interface TransportOptions {
   readonly baseUrl: string;
   readonly serviceId: string;
   readonly secret: string;
+  readonly signatureScheme: SignatureScheme;
   readonly fetch: typeof fetch;
   readonly retry: RetryPolicy;
   readonly timeoutMs: number;
@@ -106,9 +116,11 @@ export function createTransport(options: TransportOptions): Transport {
 
   function signedInit(request: SendRequest, signal: AbortSignal): RequestInit {
     const body = request.body ?? '';
-    // Signed per attempt: a retry after a long backoff must not fall outside the ±60 s window.
+    // Signed per attempt: a retry after a long backoff must not fall outside the ±60 s window,
+    // and must not repeat the nonce of the attempt before it.
+    const sign = options.signatureScheme === 'message' ? messageSignedHeaders : signedHeaders;
     const headers: Record<string, string> = {
-      ...signedHeaders(options.serviceId, options.secret, request.method, request.path, body, request.userId === undefined ? {} : { userId: request.userId }),
+      ...sign(options.serviceId, options.secret, request.method, request.path, body, request.userId === undefined ? {} : { userId: request.userId }),
       ...(body === '' ? {} : { 'content-type': 'application/json' }),
       ...request.headers,
     };

@@ -4,6 +4,7 @@ import type { HTTPMethods, LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatViolation, runAudit } from '../../src/domain/audit.js';
 import { ERROR_STATUS, type ErrorCode } from '../../src/domain/errors.js';
+import { messageSignedHeaders } from '../../src/domain/message-signing.js';
 import { signedHeaders } from '../../src/domain/signing.js';
 import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { startTestApp, type TestApp } from '../support/app.js';
@@ -284,13 +285,20 @@ function paramValue(route: Route, name: string, fx: Fixtures): fc.Arbitrary<stri
 /** Percent-encoded as a client would, or sent raw (an invalid or double encoding the router must survive). */
 const encodeSegment = (value: string, raw: boolean) => (raw ? value.replaceAll('?', '%3F').replaceAll('#', '%23') : encodeURIComponent(value));
 
-type Signing = 'wallet-api' | 'admin-tool' | 'admin-panel' | 'nfc-terminal' | 'exchange' | 'bearer' | 'unsigned' | 'wrong-secret' | 'stale' | 'other-path';
+/** `message-…`: an HTTP Message Signature, correct or mangled; the others use X-Signature. */
+type Signing =
+  | 'wallet-api' | 'admin-tool' | 'admin-panel' | 'nfc-terminal' | 'exchange' | 'bearer'
+  | 'message-wallet-api' | 'message-admin-tool'
+  | 'unsigned' | 'wrong-secret' | 'stale' | 'other-path' | 'message-other-user' | 'message-other-body' | 'message-stale';
 const signing: fc.Arbitrary<Signing> = fc.oneof(
-  { weight: 8, arbitrary: fc.constant('wallet-api' as const) },
-  { weight: 4, arbitrary: fc.constant('admin-tool' as const) },
+  { weight: 6, arbitrary: fc.constant('wallet-api' as const) },
+  { weight: 3, arbitrary: fc.constant('admin-tool' as const) },
+  { weight: 2, arbitrary: fc.constant('message-wallet-api' as const) },
+  { weight: 1, arbitrary: fc.constant('message-admin-tool' as const) },
   { weight: 1, arbitrary: fc.constantFrom('admin-panel' as const, 'nfc-terminal' as const, 'exchange' as const) },
   { weight: 2, arbitrary: fc.constant('bearer' as const) },
   { weight: 2, arbitrary: fc.constantFrom('unsigned' as const, 'wrong-secret' as const, 'stale' as const, 'other-path' as const) },
+  { weight: 1, arbitrary: fc.constantFrom('message-other-user' as const, 'message-other-body' as const, 'message-stale' as const) },
 );
 
 const userIdHeader: fc.Arbitrary<string | string[] | undefined> = fc.oneof(
@@ -499,6 +507,23 @@ function headersFor(request: Request): Record<string, string | string[]> {
       // A signature captured from another path, replayed here.
       Object.assign(headers, signedHeaders('wallet-api', secretOf('wallet-api'), method, request.url === '/intents' ? '/intents/quote' : '/intents', request.body));
       break;
+    case 'message-wallet-api':
+    case 'message-admin-tool': {
+      const service = request.signing === 'message-wallet-api' ? 'wallet-api' : 'admin-tool';
+      Object.assign(headers, messageSignedHeaders(service, secretOf(service), method, request.url, request.body, signedUser(request.userId)));
+      break;
+    }
+    case 'message-other-user':
+      // Captured for one user, sent for another (or for none: the covered header is then missing).
+      Object.assign(headers, messageSignedHeaders('wallet-api', secretOf('wallet-api'), method, request.url, request.body, { userId: `${signedUser(request.userId).userId ?? ''}0` }));
+      if (request.userId === undefined) delete headers['x-user-id'];
+      break;
+    case 'message-other-body':
+      Object.assign(headers, messageSignedHeaders('wallet-api', secretOf('wallet-api'), method, request.url, `${request.body} `, signedUser(request.userId)));
+      break;
+    case 'message-stale':
+      Object.assign(headers, messageSignedHeaders('wallet-api', secretOf('wallet-api'), method, request.url, request.body, { ...signedUser(request.userId), nowS: Math.floor(Date.now() / 1000) - 3600 }));
+      break;
     default:
       Object.assign(headers, signedHeaders(request.signing, secretOf(request.signing), method, request.url, request.body));
   }
@@ -507,7 +532,11 @@ function headersFor(request: Request): Record<string, string | string[]> {
   return headers;
 }
 
-const properlySigned = (s: Signing) => !['unsigned', 'wrong-secret', 'stale', 'other-path'].includes(s);
+const properlySigned = (s: Signing) => !['unsigned', 'wrong-secret', 'stale', 'other-path', 'message-other-user', 'message-other-body', 'message-stale'].includes(s);
+
+/** The X-User-Id a message signature covers: repeated values as the server joins them. */
+const signedUser = (userId: string | string[] | undefined): { userId?: string } =>
+  userId === undefined ? {} : { userId: Array.isArray(userId) ? userId.join(', ') : userId };
 
 function judge(request: Request, res: LightMyRequestResponse): void {
   const { route } = request;

@@ -259,6 +259,34 @@ describe('quote, policies, admin, audit, call', () => {
   });
 });
 
+describe('signatures', () => {
+  /** Records the headers of every request the CLI sends, then sends it. */
+  function recording() {
+    const sent: Array<Record<string, string>> = [];
+    const stub: typeof fetch = (input, init) => {
+      sent.push(Object.fromEntries(new Headers(init?.headers).entries()));
+      return fetch(input, init);
+    };
+    return { sent, stub };
+  }
+
+  it('signs with an HTTP Message Signature by default, X-User-Id covered', async () => {
+    const { sent, stub } = recording();
+    const run = await cli(['call', 'POST', '/accounts', JSON.stringify({ userId: USER, currency: 'THB' }), wallet, '--user', String(USER)], { fetch: stub });
+    expect(run.code, run.out).toBe(EXIT.OK);
+    expect(sent[0]?.['x-signature']).toBeUndefined();
+    expect(sent[0]?.['signature-input']).toMatch(/^sig1=\("@method" "@path" "@query" "content-digest" "x-user-id"\);created=/);
+  });
+
+  it('--legacy-signature signs with X-Signature', async () => {
+    const { sent, stub } = recording();
+    const run = await cli(['accounts', 'balance', WALLET, wallet, '--legacy-signature'], { fetch: stub });
+    expect(run.code, run.err).toBe(EXIT.OK);
+    expect(sent[0]?.['x-signature']).toMatch(/^[0-9a-f]{64}$/);
+    expect(sent[0]?.['signature-input']).toBeUndefined();
+  });
+});
+
 describe('exit codes for what failed', () => {
   it('2 for usage errors, before anything is sent', async () => {
     const cases: Array<[readonly string[], RegExp]> = [

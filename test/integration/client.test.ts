@@ -272,11 +272,13 @@ describe('retries: 5xx and network errors only, with the same idempotency key', 
     expect([failed.status, read.calls.length]).toEqual([503, 4]);
   });
 
-  it('every attempt is signed afresh', async () => {
+  it('every attempt is signed afresh, with a nonce of its own', async () => {
     const { stub, calls } = recordingFetch((call, forward) => (call === 1 ? Promise.resolve(unavailable()) : forward()));
     await clientFor('wallet-api', { fetch: stub }).accounts.balance('system.revenue.THB');
     expect(calls.map((call) => call.headers['x-service-id'])).toEqual(['wallet-api', 'wallet-api']);
-    expect(calls.every((call) => /^[0-9a-f]{64}$/.test(call.headers['x-signature'] ?? ''))).toBe(true);
+    const nonces = calls.map((call) => /;nonce="([^"]+)"/.exec(call.headers['signature-input'] ?? '')?.[1]);
+    expect(new Set(nonces).size).toBe(2);
+    expect(nonces.every((nonce) => nonce !== undefined)).toBe(true);
   });
 
   it('no answer at all: PayorchConnectionError after every attempt', async () => {
@@ -288,5 +290,39 @@ describe('retries: 5xx and network errors only, with the same idempotency key', 
 
   it('a retry policy out of range is refused at construction', () => {
     expect(() => clientFor('wallet-api', { retry: { attemptsMax: 0, baseDelayMs: 1 } })).toThrow(RangeError);
+  });
+});
+
+describe('signature schemes', () => {
+  it('signs with an HTTP Message Signature by default, covering X-User-Id and the body; a P2P goes through', async () => {
+    const client = wallet();
+    await client.accounts.create({ userId: PAYER });
+    await client.accounts.create({ userId: RECEIVER });
+    await client.intents.create({ operationType: 'QP_TOPUP', amount: 500 }, { userId: PAYER });
+    const { stub, calls } = recordingFetch();
+    const paid = await clientFor('wallet-api', { fetch: stub }).intents.create({ operationType: 'P2P_TRANSFER', amount: 120, recipientUserId: RECEIVER }, { userId: PAYER });
+    expect(paid.status).toBe('SETTLED');
+    const [sent] = calls;
+    expect(sent?.headers['x-signature']).toBeUndefined();
+    expect(sent?.headers['x-timestamp']).toBeUndefined();
+    expect(sent?.headers['signature-input']).toMatch(/^sig1=\("@method" "@path" "@query" "content-digest" "x-user-id"\);created=\d+;keyid="wallet-api";nonce="[^"]+";alg="hmac-sha256"$/);
+    expect(sent?.headers.signature).toMatch(/^sig1=:[A-Za-z0-9+/]{43}=:$/);
+    expect(sent?.headers['content-digest']).toMatch(/^sha-256=:[A-Za-z0-9+/]{43}=:$/);
+  });
+
+  it("signs with the specification's X-Signature when asked, and the service still accepts it", async () => {
+    const { stub, calls } = recordingFetch();
+    const client = clientFor('wallet-api', { fetch: stub, signatureScheme: 'x-signature' });
+    expect(await client.accounts.balance('system.revenue.THB')).toMatchObject({ accountName: 'system.revenue.THB' });
+    expect(calls[0]?.headers['x-signature']).toMatch(/^[0-9a-f]{64}$/);
+    expect(calls[0]?.headers['signature-input']).toBeUndefined();
+  });
+
+  it('an admin write through the client is signed afresh each time, so a repeat is not a replay', async () => {
+    const admin = clientFor('admin-tool');
+    const body = { name: `client-${randomUUID()}`, operationType: 'MINIAPP_CREDIT', expression: "[{account: 'system.revenue.THB', amount: amount * 0.01}]", active: false } as const;
+    const first = await admin.admin.feeRules.create(body);
+    const second = await admin.admin.feeRules.create(body);
+    expect(second.id).not.toBe(first.id);
   });
 });

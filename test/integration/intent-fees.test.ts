@@ -110,7 +110,8 @@ describe('quote', () => {
 
 describe('fee rule dry-run', () => {
   const dryRun = (expression: string, context: Record<string, unknown> = { operationType: 'P2P_TRANSFER', amount: 10_000, currency: 'THB', metadata: {} }) =>
-    t.call('POST', '/admin/fee-rules/dry-run', { service: 'admin-tool', body: { expression, context } });
+    // Signed afresh each time (nonce): the same signed admin write twice would be a replay (docs/SECURITY.md §3).
+    t.call('POST', '/admin/fee-rules/dry-run', { service: 'admin-tool', scheme: 'message', body: { expression, context } });
 
   it('returns splits summed per account and the total', async () => {
     const res = await dryRun("[{account: 'system.revenue.THB', amount: amount / 3}, {account: 'system.revenue.THB', amount: 1}, {account: 'x', amount: metadata.tags.length}]", {

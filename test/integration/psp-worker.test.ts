@@ -302,7 +302,7 @@ describe('PSP worker and outbox over HTTP against the simulator', () => {
 });
 
 describe('POST /admin/intents/{id}/resolve errors', () => {
-  const resolve = (id: string, body: unknown, options: { service?: string; headers?: Record<string, string> } = {}) =>
+  const resolve = (id: string, body: unknown, options: { service?: string; headers?: Record<string, string>; scheme?: 'message' } = {}) =>
     t.call('POST', `/admin/intents/${id}/resolve`, { body, ...options });
 
   it('401 without a signature or with a wrong bearer token', async () => {
@@ -366,7 +366,8 @@ describe('POST /admin/intents/{id}/resolve errors', () => {
     await drain(psp, outbox);
     expect((await intentOf(t, id)).status).toBe('MANUAL_REVIEW');
     const first = await resolve(id, { resolution: 'CONFIRMED' }, { service: 'admin-tool' });
-    const again = await resolve(id, { resolution: 'CONFIRMED' }, { service: 'admin-tool' });
+    // Signed afresh: the same signed request again would be refused as a replay (docs/SECURITY.md §3).
+    const again = await resolve(id, { resolution: 'CONFIRMED' }, { service: 'admin-tool', scheme: 'message' });
     expect([first.statusCode, again.statusCode]).toEqual([200, 200]);
     expect(again.json()).toMatchObject({ status: 'MANUAL_REVIEW', queuedJob: 'post_pending' });
     const late = await resolve(id, { resolution: 'FAILED' }, { service: 'admin-tool' });

@@ -9,6 +9,7 @@ import { buildApp } from '../../src/app.js';
 import type { ReloadSecrets } from '../../src/http/routes/admin-system.js';
 import { type Config, type ConfigFile, DEMO_CONFIG_FILE, loadConfig, readConfigFile, secretsOf } from '../../src/config.js';
 import { applyConfig } from '../../src/domain/bootstrap.js';
+import { messageSignedHeaders } from '../../src/domain/message-signing.js';
 import { signedHeaders } from '../../src/domain/signing.js';
 import type { Ledger } from '../../src/ledger/ledger.js';
 import { SqlLedger } from '../../src/ledger/sql-ledger.js';
@@ -42,6 +43,8 @@ export interface CallOptions {
   readonly rawBody?: string;
   readonly headers?: Record<string, string>;
   readonly nowS?: number;
+  /** The spec's X-Signature by default; 'message' signs with an HTTP Message Signature (docs/SECURITY.md §2). */
+  readonly scheme?: 'x-signature' | 'message';
 }
 
 /** One app and one database per test file, on PGlite or (DATABASE_URL) a private PostgreSQL schema. */
@@ -57,6 +60,8 @@ export async function startTestApp(
     logStream?: { write(line: string): void };
     /** Wraps the SQL ledger, for tests that inject ledger faults. */
     wrapLedger?: (ledger: Ledger) => Ledger;
+    /** Replay caches made by the test (a second instance on the first one's Redis prefix); the test closes them. */
+    shared?: SharedState;
   } = {},
 ): Promise<TestApp> {
   const db = await openTestDatabase();
@@ -69,7 +74,7 @@ export async function startTestApp(
   await applyConfig(db, ledger, file);
   // With REDIS_URL set (the CI's second pass) live messages go through Redis, as in production.
   const broker = options.broker ?? createBroker(process.env.REDIS_URL);
-  const shared = createSharedState(process.env.REDIS_URL, `payorch-test-${randomBytes(6).toString('hex')}:`);
+  const shared = options.shared ?? createSharedState(process.env.REDIS_URL, `payorch-test-${randomBytes(6).toString('hex')}:`);
   const holder: { secrets: Map<string, readonly string[]> } = { secrets: secretsOf(file) };
   const pspxSimulator = await createSimulatorServer();
   const pspx = createPspxClient({ ...options.pspx, baseUrl: pspxSimulator.url });
@@ -105,8 +110,9 @@ export async function startTestApp(
       const service = callOptions.service ?? 'wallet-api';
       const secret = holder.secrets.get(service)?.[0] ?? 'no-secret';
       const raw = callOptions.rawBody ?? (callOptions.body === undefined ? '' : JSON.stringify(callOptions.body));
+      const sign = callOptions.scheme === 'message' ? messageSignedHeaders : signedHeaders;
       const headers: Record<string, string> = {
-        ...signedHeaders(service, secret, method, path, raw, {
+        ...sign(service, secret, method, path, raw, {
           ...(callOptions.user === undefined ? {} : { userId: callOptions.user }),
           ...(callOptions.nowS === undefined ? {} : { nowS: callOptions.nowS }),
         }),
@@ -120,7 +126,7 @@ export async function startTestApp(
       fees.dispose();
       await pspxSimulator.close();
       await broker.close();
-      await shared.close();
+      if (options.shared === undefined) await shared.close();
       await db.close();
     },
   };

@@ -2,9 +2,12 @@ import { timingSafeEqual, createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { apiError, type ErrorCode } from '../../domain/errors.js';
 import type { Sql } from '../../adapters/database.js';
+import { createMemorySharedState, type SharedState } from '../../adapters/shared-state.js';
 import { ConfigCache, type ConfigSnapshot } from '../../domain/config-cache.js';
 import type { ServiceKey } from '../../domain/service-keys.js';
 import { SIGNATURE_WINDOW_S, signatureMatches } from '../../domain/signing.js';
+import { verifyMessageSignature } from './message-signature.js';
+import { claimAdminWrite, claimNonce, isAdminWrite } from './replay-guard.js';
 
 /**
  * none: public (health, docs). service: a signed request from an active key.
@@ -41,13 +44,15 @@ export interface AuthDeps {
   readonly config?: ConfigCache;
   readonly secrets: () => ReadonlyMap<string, readonly string[]>;
   readonly adminToken: string | undefined;
+  /** Replay caches (nonces, admin writes), shared between instances through Redis. Absent: one in this process. */
+  readonly shared?: SharedState;
 }
 
 const EMPTY = Buffer.alloc(0);
 const ADMIN_CALLER_ID = 'admin-token';
 
 export function registerAuth(app: FastifyInstance, authDeps: AuthDeps): void {
-  const deps = { ...authDeps, config: authDeps.config ?? new ConfigCache(authDeps.sql) };
+  const deps = { ...authDeps, config: authDeps.config ?? new ConfigCache(authDeps.sql), shared: authDeps.shared ?? createMemorySharedState() };
   app.decorateRequest('caller', null as unknown as Caller);
   app.decorateRequest('rawBody', null as unknown as Buffer);
   app.decorateRequest('configSnapshot', null);
@@ -79,24 +84,49 @@ function header(request: FastifyRequest, name: string): string | undefined {
 
 const unauthorized = (message: string) => apiError('UNAUTHORIZED', message);
 
+/** What a verified signature tells: who signed, under which scheme, and what the replay guards key on. */
+interface VerifiedRequest {
+  readonly serviceId: string;
+  readonly scheme: 'x-signature' | 'message';
+  /** Canonical per scheme: lower-case hex for both. */
+  readonly signature: string;
+  readonly nonce: string | undefined;
+}
+
 async function authenticate(request: FastifyRequest, mode: AuthMode, deps: Required<AuthDeps>): Promise<Caller> {
   const authorization = header(request, 'authorization');
-  if ((mode === 'admin' || mode === 'resolve') && authorization !== undefined && header(request, 'x-signature') === undefined) {
+  const signed = header(request, 'x-signature') !== undefined || header(request, 'signature-input') !== undefined;
+  if ((mode === 'admin' || mode === 'resolve') && authorization !== undefined && !signed) {
     if (!bearerMatches(authorization, deps.adminToken)) throw unauthorized('invalid bearer token');
     return { key: null, serviceId: ADMIN_CALLER_ID };
   }
-  const { key, snapshot } = await verifySignature(request, deps);
+  const verified = verifyRequest(request, deps);
+  const { key, snapshot } = await serviceKeyOf(verified.serviceId, deps);
   request.configSnapshot = snapshot;
+  if (verified.scheme === 'x-signature' && key.permissions.requireMessageSignatures === true) {
+    throw unauthorized('this service must sign with an HTTP message signature (Signature-Input)');
+  }
   if (!key.active) throw apiError('FORBIDDEN', `service key ${key.serviceId} is inactive`);
   const allowed =
     mode === 'service' ||
     key.permissions.admin === true ||
     (mode === 'resolve' && key.permissions.forceResolve === true);
   if (!allowed) throw apiError('FORBIDDEN', `service ${key.serviceId} may not use admin operations`);
+  // Last, on a verified signature only: a forged request must not burn a genuine one's slot.
+  // The admin write first, so that a replayed one is called that whether it has a nonce or not.
+  if (isAdminWrite(request)) await claimAdminWrite(deps.shared, verified.serviceId, verified.scheme, verified.signature);
+  if (verified.nonce !== undefined) await claimNonce(deps.shared, verified.serviceId, verified.nonce);
   return { key, serviceId: key.serviceId };
 }
 
-async function verifySignature(request: FastifyRequest, deps: Required<AuthDeps>): Promise<{ key: ServiceKey; snapshot: ConfigSnapshot }> {
+/** A request carrying Signature-Input is judged as an HTTP Message Signature, any other by X-Signature (docs/SECURITY.md §2). */
+function verifyRequest(request: FastifyRequest, deps: Required<AuthDeps>): VerifiedRequest {
+  const nowS = Math.floor(Date.now() / 1000);
+  const signatureInput = header(request, 'signature-input');
+  if (signatureInput !== undefined) {
+    const message = verifyMessageSignature(request, signatureInput, (serviceId) => deps.secrets().get(serviceId), nowS);
+    return { serviceId: message.serviceId, scheme: 'message', signature: message.signature.toString('hex'), nonce: message.nonce };
+  }
   const serviceId = header(request, 'x-service-id');
   const timestamp = header(request, 'x-timestamp');
   const signature = header(request, 'x-signature');
@@ -105,13 +135,17 @@ async function verifySignature(request: FastifyRequest, deps: Required<AuthDeps>
   if (signature === undefined) throw unauthorized('missing header X-Signature');
   const secrets = deps.secrets().get(serviceId);
   if (secrets === undefined) throw unauthorized('unknown service');
-  const nowS = Math.floor(Date.now() / 1000);
   if (!/^\d{1,12}$/.test(timestamp) || Math.abs(nowS - Number(timestamp)) > SIGNATURE_WINDOW_S) {
     throw unauthorized('timestamp outside window');
   }
   if (!signatureMatches(secrets, signature, timestamp, request.method, request.url, request.rawBody)) {
     throw unauthorized('invalid signature');
   }
+  // signatureMatches accepts lower-case hex only, so the text is already canonical.
+  return { serviceId, scheme: 'x-signature', signature, nonce: undefined };
+}
+
+async function serviceKeyOf(serviceId: string, deps: Required<AuthDeps>): Promise<{ key: ServiceKey; snapshot: ConfigSnapshot }> {
   // Checked against the database's config version on every request: a key deactivated a
   // moment ago, by any instance or by hand, is refused on the very next call.
   const snapshot = await deps.config.fresh();

@@ -12,16 +12,19 @@ export async function registerOpenApi(app: FastifyInstance, version: string): Pr
         version,
         description:
           'Payment orchestration: signed payment intents, a double-entry ledger, merchant invoices and PSPX payouts. ' +
-          'Every endpoint except /health, /openapi.json and /docs needs the HMAC signature headers ' +
-          '(X-Service-Id, X-Timestamp, X-Signature over `timestamp\\nMETHOD\\npath?query\\nsha256(body)`).',
+          'Every endpoint except /health, /openapi.json and /docs needs a signature: an HTTP Message Signature ' +
+          '(RFC 9421, HMAC-SHA256: Signature-Input, Signature, Content-Digest; it covers X-User-Id), or the HMAC ' +
+          'signature headers (X-Service-Id, X-Timestamp, X-Signature over `timestamp\\nMETHOD\\npath?query\\nsha256(body)`). ' +
+          'docs/SECURITY.md section 2 has both.',
       },
       components: {
         securitySchemes: {
           signature: { type: 'apiKey', in: 'header', name: 'X-Signature' },
+          messageSignature: { type: 'apiKey', in: 'header', name: 'Signature' },
           adminToken: { type: 'http', scheme: 'bearer' },
         },
       },
-      security: [{ signature: [] }],
+      security: [{ messageSignature: [] }, { signature: [] }],
     },
   });
   app.addHook('onRoute', (route) => {

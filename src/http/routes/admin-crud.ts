@@ -15,7 +15,7 @@ import { responses } from '../schemas.js';
 import { ListQuery } from './admin-schemas.js';
 
 /** Both ways in (R11), for the OpenAPI document. */
-export const ADMIN_SECURITY = [{ signature: [] }, { adminToken: [] }];
+export const ADMIN_SECURITY = [{ messageSignature: [] }, { signature: [] }, { adminToken: [] }];
 const ADMIN_ROUTE = { config: { auth: 'admin' as const } };
 const TAGS = ['admin'];
 

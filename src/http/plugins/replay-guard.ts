@@ -1,0 +1,34 @@
+import { createHash } from 'node:crypto';
+import type { FastifyRequest } from 'fastify';
+import type { SharedState } from '../../adapters/shared-state.js';
+import { apiError } from '../../domain/errors.js';
+import { SIGNATURE_WINDOW_S } from '../../domain/signing.js';
+
+/**
+ * Twice the signature window: a request signed at the far end of ±60 s stays acceptable for
+ * 120 s from the moment it is first seen, so its claim must live that long (docs/SECURITY.md §3).
+ */
+export const REPLAY_WINDOW_MS = 2 * SIGNATURE_WINDOW_S * 1000;
+
+const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/** A write to the admin API, judged by the route it matched rather than the raw URL. */
+export function isAdminWrite(request: FastifyRequest): boolean {
+  const route = request.routeOptions.url ?? '';
+  return WRITE_METHODS.has(request.method) && (route === '/admin' || route.startsWith('/admin/'));
+}
+
+/** Hashed so that every key has one length and no service id can run into the value after it. */
+const keyOf = (kind: string, parts: readonly string[]) => `${kind}:${createHash('sha256').update(JSON.stringify(parts)).digest('hex')}`;
+
+/** Called only once the signature verified: a forged request must not be able to burn a real one's slot. */
+export async function claimNonce(shared: SharedState, serviceId: string, nonce: string): Promise<void> {
+  if (!(await shared.claimOnce(keyOf('nonce', [serviceId, nonce]), REPLAY_WINDOW_MS))) throw apiError('UNAUTHORIZED', 'replayed nonce');
+}
+
+/** `signature` in a canonical form of its scheme (lower-case hex), so that one signature has one key. */
+export async function claimAdminWrite(shared: SharedState, serviceId: string, scheme: 'x-signature' | 'message', signature: string): Promise<void> {
+  if (!(await shared.claimOnce(keyOf('admin-write', [serviceId, scheme, signature]), REPLAY_WINDOW_MS))) {
+    throw apiError('UNAUTHORIZED', 'replayed request');
+  }
+}
