@@ -9,7 +9,7 @@
 // run (bench/sql-floor.js, bench/bare-server.js), and writes bench/results/latest.json, a dated
 // copy and docs/bench.svg. Figures only compare within one run on one machine.
 import { execFileSync, spawn } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
@@ -37,6 +37,9 @@ const OFFERED_RATES = [250, 500, 1000];
 const SOAK_RATE = 500;
 const RSS_SAMPLE_MS = 5_000;
 const SERVICE = 'wallet-api';
+// Production settings: at least 32 characters each (docs/SECURITY.md §4).
+const BENCH_QR_SECRET = randomBytes(24).toString('base64url');
+const BENCH_ADMIN_TOKEN = randomBytes(24).toString('base64url');
 const SECTIONS = ['p2p', 'latency', 'invoice', 'floors', 'policies', 'stored', 'soak', 'pglite'];
 const only = args.only === undefined ? null : new Set(String(args.only).split(','));
 if (only !== null) for (const name of only) if (!SECTIONS.includes(name)) throw new Error(`--only: unknown section ${name} (${SECTIONS.join(', ')})`);
@@ -87,7 +90,7 @@ async function startPayorch(env, label) {
   const profileDir = join(root, 'bench', 'results', 'profiles');
   const nodeArgs = args.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir, '--cpu-prof-name', `${label}-${Date.now()}.cpuprofile`] : [];
   const child = spawn(process.execPath, [...nodeArgs, join(root, 'bin', 'payorch.js'), 'serve'], {
-    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', NODE_ENV: 'production', LOG_LEVEL: 'info', QR_SIGNING_SECRET: 'bench', ADMIN_TOKEN: 'bench', REDIS_URL: '', ...env },
+    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', NODE_ENV: 'production', LOG_LEVEL: 'info', QR_SIGNING_SECRET: BENCH_QR_SECRET, ADMIN_TOKEN: BENCH_ADMIN_TOKEN, PSPX_SIMULATOR: '1', REDIS_URL: '', ...env },
     // Logs go to /dev/null: pino still formats and writes every line, as in production.
     stdio: ['ignore', 'ignore', 'inherit'],
   });
@@ -134,8 +137,7 @@ function machine() {
 
 async function main() {
   mkdirSync(join(root, 'bench', 'results'), { recursive: true });
-  const secret = JSON.parse(readFileSync(join(root, 'config', 'demo.json'), 'utf8')).secrets[SERVICE];
-  const configFile = writeBenchConfig();
+  const { configFile, secret } = writeBenchConfig();
   const results = { startedAt: new Date().toISOString(), machine: machine(), loadAvgAtStart: loadavg().map((x) => Math.round(x * 100) / 100), settings: { PHASE_S, SOAK_S, USERS, MERCHANTS } };
   const base = { secret, service: SERVICE, users: USERS, durationS: PHASE_S };
 
@@ -269,10 +271,12 @@ function writeBenchConfig() {
   // A P2P fee to the revenue account: every intent then touches two hot unguarded accounts
   // (the channel's transit and revenue), as the issue describes.
   demo.feeRules = [...(demo.feeRules ?? []), { name: 'p2p fee', operationType: 'P2P_TRANSFER', expression: "[{account: 'system.revenue.THB', amount: 1}]", timing: 'PRE', tagsExclude: ['fee_exempt'] }];
+  // payorch runs with NODE_ENV=production here, which refuses the demo's public secrets.
+  demo.secrets = Object.fromEntries(Object.keys(demo.secrets).map((id) => [id, randomBytes(24).toString('base64url')]));
   const dir = mkdtempSync(join(tmpdir(), 'payorch-bench-'));
   const path = join(dir, 'config.json');
   writeFileSync(path, JSON.stringify(demo));
-  return path;
+  return { configFile: path, secret: demo.secrets[SERVICE] };
 }
 
 async function runBareFloor(base, configFile) {

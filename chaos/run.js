@@ -9,7 +9,7 @@
 // loopback as on the development machine; the database `payorch_chaos` is dropped and recreated.
 
 import { spawn, execFileSync } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
@@ -56,14 +56,19 @@ const USERS = Array.from({ length: 12 }, (_, i) => 9001 + i);
 const MERCHANT = 9100;
 const SERVICE_ACCOUNT_USER = 900001;
 const TOP_UP = 50_000_000;
-const ADMIN_TOKEN = 'chaos-admin-token';
+// payorch runs with NODE_ENV=production here, which refuses short secrets and the demo's public ones.
+const ADMIN_TOKEN = randomBytes(24).toString('base64url');
+const QR_SIGNING_SECRET = randomBytes(24).toString('base64url');
 const REDIS_START = ['--daemonize', 'yes', '--bind', '127.0.0.1', '-::1', '--port', '6379', '--save', '', '--appendonly', 'no', '--dir', '/var/lib/redis', '--logfile', '/var/log/redis/ci.log'];
 const UNREACHABLE_PAUSE_MS = 200;
 const FINAL = new Set(['SETTLED', 'FAILED', 'CANCELED', 'EXPIRED']);
 
-const secrets = secretsOf(readConfigFile(DEMO_CONFIG_FILE));
-const secretOf = (service) => secrets.get(service)?.[0] ?? '';
 const logDir = await mkdtemp(join(tmpdir(), 'payorch-chaos-'));
+const demoConfig = readConfigFile(DEMO_CONFIG_FILE);
+const configFile = join(logDir, 'config.json');
+await writeFile(configFile, JSON.stringify({ ...demoConfig, secrets: Object.fromEntries(Object.keys(demoConfig.secrets).map((id) => [id, randomBytes(24).toString('base64url')])) }));
+const secrets = secretsOf(readConfigFile(configFile));
+const secretOf = (service) => secrets.get(service)?.[0] ?? '';
 
 const figures = {
   requests: 0,
@@ -158,8 +163,9 @@ async function startService() {
     DATABASE_URL: serviceDatabaseUrl,
     REDIS_URL: args['redis-url'],
     PSPX_URL: simulatorUrl,
+    CONFIG_FILE: configFile,
     ADMIN_TOKEN,
-    QR_SIGNING_SECRET: 'chaos-qr-secret',
+    QR_SIGNING_SECRET,
     NODE_ENV: 'production',
     // info: the listening line is how the run knows the service is up.
     LOG_LEVEL: 'info',

@@ -133,7 +133,11 @@ export interface Config {
   readonly dataDir: string;
   readonly redisUrl: string | undefined;
   readonly configFile: string;
+  /** True when CONFIG_FILE is unset and the shipped demo config (public secrets) is in use. */
+  readonly configFileFromDemo: boolean;
   readonly pspxUrl: string | undefined;
+  /** PSPX_SIMULATOR=1: the operator chose the built-in simulator; production refuses it otherwise. */
+  readonly pspxSimulatorAllowed: boolean;
   readonly adminToken: string | undefined;
   readonly metricsToken: string | undefined;
   readonly qrSigningSecret: string;
@@ -215,7 +219,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir: nonEmpty(env.DATA_DIR) ?? './.data',
     redisUrl: nonEmpty(env.REDIS_URL),
     configFile,
+    configFileFromDemo: nonEmpty(env.CONFIG_FILE) === undefined,
     pspxUrl: nonEmpty(env.PSPX_URL),
+    pspxSimulatorAllowed: env.PSPX_SIMULATOR === '1',
     adminToken: nonEmpty(env.ADMIN_TOKEN),
     metricsToken: nonEmpty(env.METRICS_TOKEN),
     qrSigningSecret: qrSecret ?? randomBytes(32).toString('hex'),

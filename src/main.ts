@@ -14,6 +14,7 @@ import { createFeeEngine } from './domain/fees/index.js';
 import { startWorkers } from './workers/index.js';
 import { StatusPublisher } from './domain/intents/status-publisher.js';
 import { startExpirySweep } from './workers/expiry-sweep.js';
+import { refuseUnsafeProductionSettings } from './production-checks.js';
 
 export interface RunningService {
   readonly app: FastifyInstance;
@@ -24,6 +25,7 @@ export interface RunningService {
 
 /** The whole process: database, migrations, config, HTTP listener. */
 export async function startService(config: Config = loadConfig()): Promise<RunningService> {
+  refuseUnsafeProductionSettings(config);
   const db = await openDatabase(config.databaseUrl, config.dataDir);
   await migrate(db);
   const ledger = new SqlLedger();

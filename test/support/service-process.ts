@@ -34,11 +34,11 @@ export async function buildIfStale(): Promise<void> {
 
 /**
  * Starts `payorch serve` on a free loopback port with `env` over the test's environment (no
- * CONFIG_FILE: the demo config), and answers once it logs the address it listens on.
+ * CONFIG_FILE unless `env` names one: the demo config), and answers once it logs the address it listens on.
  */
 export async function spawnService(env: NodeJS.ProcessEnv, startupMsMax: number): Promise<ServiceProcess> {
   const fullEnv: NodeJS.ProcessEnv = { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env };
-  delete fullEnv.CONFIG_FILE;
+  if (env.CONFIG_FILE === undefined) delete fullEnv.CONFIG_FILE;
   const child = spawn(process.execPath, ['bin/payorch.js', 'serve'], { cwd: root, env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: string[] = [];
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));

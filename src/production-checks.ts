@@ -1,0 +1,52 @@
+import { type Config, ConfigError, DEMO_CONFIG_FILE, readConfigFile } from './config.js';
+
+/** Shorter secrets fall to an offline search of a captured HMAC (docs/SECURITY.md §4). */
+export const SECRET_LENGTH_MIN = 32;
+const PLACEHOLDER = 'change-me';
+
+/** The public secrets of the shipped demo config: anyone can sign with them. */
+function demoSecrets(): ReadonlySet<string> {
+  const { secrets } = readConfigFile(DEMO_CONFIG_FILE);
+  return new Set(Object.values(secrets).flatMap((value) => (typeof value === 'string' ? [value] : value)));
+}
+
+/**
+ * What a production start refuses, each naming its setting and never a secret's value; empty
+ * when the settings are safe. Outside production nothing is refused: the demo runs on the demo.
+ */
+export function unsafeProductionSettings(config: Config): string[] {
+  if (!config.production) return [];
+  const problems: string[] = [];
+  if (config.configFileFromDemo) problems.push('CONFIG_FILE is unset (the shipped demo config and its public secrets would be used)');
+  const publicSecrets = demoSecrets();
+  const isUnsafe = (secret: string) => publicSecrets.has(secret) || secret.toLowerCase().includes(PLACEHOLDER);
+  // The demo config's own secrets are its problem already named above.
+  const fileSecrets = config.configFileFromDemo ? {} : config.file.secrets;
+  for (const [serviceId, value] of Object.entries(fileSecrets)) {
+    const secrets = typeof value === 'string' ? [value] : value;
+    if (secrets.some(isUnsafe)) problems.push(`CONFIG_FILE secret of ${serviceId} is a demo secret or contains "${PLACEHOLDER}"`);
+  }
+  const named: ReadonlyArray<readonly [string, string | undefined]> = [
+    ['ADMIN_TOKEN', config.adminToken],
+    ['METRICS_TOKEN', config.metricsToken],
+    ['QR_SIGNING_SECRET', config.qrSigningSecretGenerated ? undefined : config.qrSigningSecret],
+  ];
+  for (const [name, secret] of named) {
+    if (secret !== undefined && isUnsafe(secret)) problems.push(`${name} is a demo secret or contains "${PLACEHOLDER}"`);
+  }
+  if (config.qrSigningSecretGenerated) problems.push('QR_SIGNING_SECRET is unset (invoices would not verify after a restart)');
+  else if (config.qrSigningSecret.length < SECRET_LENGTH_MIN) problems.push(`QR_SIGNING_SECRET is shorter than ${SECRET_LENGTH_MIN} characters`);
+  if (config.adminToken !== undefined && config.adminToken.length < SECRET_LENGTH_MIN) {
+    problems.push(`ADMIN_TOKEN is shorter than ${SECRET_LENGTH_MIN} characters`);
+  }
+  if (config.pspxUrl === undefined && !config.pspxSimulatorAllowed) {
+    problems.push('PSPX_URL is unset and PSPX_SIMULATOR=1 is not set (payouts would go to the built-in simulator)');
+  }
+  return problems;
+}
+
+/** Stops a production start on unsafe settings, with one line that names each of them. */
+export function refuseUnsafeProductionSettings(config: Config): void {
+  const problems = unsafeProductionSettings(config);
+  if (problems.length > 0) throw new ConfigError(`refusing to start with NODE_ENV=production: ${problems.join('; ')}`);
+}

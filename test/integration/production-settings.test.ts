@@ -1,0 +1,103 @@
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { DEMO_CONFIG_FILE, loadConfig, readConfigFile } from '../../src/config.js';
+import { unsafeProductionSettings } from '../../src/production-checks.js';
+import { buildIfStale, spawnService } from '../support/service-process.js';
+
+const root = fileURLToPath(new URL('../../', import.meta.url));
+const strong = () => randomBytes(24).toString('base64url');
+
+/** The demo config with a fresh secret per service: what an operator would ship. */
+function safeConfigFile(overrides: Record<string, string | string[]> = {}): string {
+  const file = readConfigFile(DEMO_CONFIG_FILE);
+  const secrets = Object.fromEntries(Object.keys(file.secrets).map((id) => [id, strong()]));
+  const path = join(mkdtempSync(join(tmpdir(), 'payorch-prod-')), 'config.json');
+  writeFileSync(path, JSON.stringify({ ...file, secrets: { ...secrets, ...overrides } }));
+  return path;
+}
+
+const safeEnv = (): Record<string, string> => ({
+  NODE_ENV: 'production',
+  CONFIG_FILE: safeConfigFile(),
+  QR_SIGNING_SECRET: strong(),
+  ADMIN_TOKEN: strong(),
+  PSPX_SIMULATOR: '1',
+});
+
+const problemsWith = (env: Record<string, string | undefined>) => {
+  const full = { ...safeEnv(), ...env };
+  for (const [name, value] of Object.entries(full)) if (value === undefined) delete full[name];
+  return unsafeProductionSettings(loadConfig(full as Record<string, string>));
+};
+
+describe('production refuses unsafe settings', () => {
+  it('accepts an operator config with strong secrets', () => {
+    expect(problemsWith({})).toEqual([]);
+  });
+
+  it.each([
+    ['CONFIG_FILE unset', { CONFIG_FILE: undefined }, /^CONFIG_FILE is unset/],
+    ['a demo secret in CONFIG_FILE', { CONFIG_FILE: safeConfigFile({ 'wallet-api': 'demo-wallet-api-secret-change-me' }) }, /^CONFIG_FILE secret of wallet-api/],
+    ['a demo secret among rotated ones', { CONFIG_FILE: safeConfigFile({ exchange: [strong(), 'demo-admin-panel-secret-change-me'] }) }, /^CONFIG_FILE secret of exchange/],
+    ['a secret with the placeholder', { CONFIG_FILE: safeConfigFile({ 'wallet-api': `${strong()}-CHANGE-ME` }) }, /^CONFIG_FILE secret of wallet-api/],
+    ['QR_SIGNING_SECRET unset', { QR_SIGNING_SECRET: undefined }, /^QR_SIGNING_SECRET is unset/],
+    ['QR_SIGNING_SECRET of 31 characters', { QR_SIGNING_SECRET: 'q'.repeat(31) }, /^QR_SIGNING_SECRET is shorter than 32/],
+    ['ADMIN_TOKEN of 31 characters', { ADMIN_TOKEN: 'a'.repeat(31) }, /^ADMIN_TOKEN is shorter than 32/],
+    ['ADMIN_TOKEN with the placeholder', { ADMIN_TOKEN: `${'a'.repeat(32)}change-me` }, /^ADMIN_TOKEN is a demo secret/],
+    ['PSPX_URL unset without PSPX_SIMULATOR=1', { PSPX_SIMULATOR: undefined }, /^PSPX_URL is unset/],
+  ])('refuses %s', (_name, env, message) => {
+    const problems = problemsWith(env);
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatch(message);
+  });
+
+  it('allows a missing ADMIN_TOKEN and a real provider without the simulator switch', () => {
+    expect(problemsWith({ ADMIN_TOKEN: undefined, PSPX_SIMULATOR: undefined, PSPX_URL: 'https://pspx.example' })).toEqual([]);
+  });
+
+  it('refuses nothing outside production: the demo runs on the demo config', () => {
+    expect(unsafeProductionSettings(loadConfig({}))).toEqual([]);
+  });
+
+  it('never names the value of a secret', () => {
+    const leaked = 'x'.repeat(10);
+    const problems = problemsWith({ ADMIN_TOKEN: leaked, QR_SIGNING_SECRET: leaked, CONFIG_FILE: safeConfigFile({ 'wallet-api': `${leaked}change-me` }) });
+    expect(problems.length).toBeGreaterThan(0);
+    expect(problems.join('\n')).not.toContain(leaked);
+  });
+});
+
+describe('payorch serve with NODE_ENV=production', () => {
+  beforeAll(buildIfStale, 120_000);
+
+  it('exits non-zero with one line naming the setting, before it opens the database', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'payorch-prod-data-'));
+    const env = { ...process.env, ...safeEnv(), DATABASE_URL: '', DATA_DIR: dataDir, PORT: '0' };
+    delete (env as Record<string, string | undefined>).CONFIG_FILE;
+    const { code, stderr, stdout } = await new Promise<{ code: number | null; stderr: string; stdout: string }>((resolve) => {
+      const child = execFile(process.execPath, ['bin/payorch.js', 'serve'], { cwd: root, env }, (_error, out, err) =>
+        resolve({ code: child.exitCode, stdout: out, stderr: err }),
+      );
+    });
+    expect(code).not.toBe(0);
+    const lines = `${stdout}${stderr}`.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/NODE_ENV=production: CONFIG_FILE is unset/);
+  }, 60_000);
+
+  it('starts with safe settings', async () => {
+    const service = await spawnService({ ...safeEnv(), DATABASE_URL: 'memory://' }, 60_000);
+    try {
+      const res = await fetch(`${service.url}/health`);
+      expect(res.status).toBe(200);
+    } finally {
+      service.child.kill('SIGTERM');
+      await service.exited;
+    }
+  }, 90_000);
+});
