@@ -30,6 +30,7 @@ import { StatusPublisher } from './domain/intents/status-publisher.js';
 import { pspxWalletRoutes } from './http/routes/pspx-wallets.js';
 import { healthRoutes, startEventLoopMonitor } from './http/routes/health.js';
 import { createValidatorCompiler } from './http/validation.js';
+import { type LogSettings, loggerOptions } from './http/log-options.js';
 import { VERSION } from './version.js';
 import { ConfigCache } from './domain/config-cache.js';
 import { departureFor } from './domain/coalesced-reads.js';
@@ -45,7 +46,8 @@ export interface AppDeps {
   readonly secrets: () => ReadonlyMap<string, readonly string[]>;
   /** Re-reads CONFIG_FILE's secrets (POST /admin/config/reload); returns the number of services. Absent: that route answers 503. */
   readonly reloadSecrets?: ReloadSecrets;
-  readonly logger?: FastifyServerOptions['logger'];
+  /** Absent: no log lines (tests that do not read them). */
+  readonly logger?: LogSettings;
   /** Shared with the workers of the process (main.ts); one is made per app when absent. */
   readonly metrics?: Metrics;
   /** Replay caches and rate limits, agreed by every instance through Redis (main.ts); this app's own memory when absent. */
@@ -68,7 +70,7 @@ class CompletionLog extends LogController {
 /** Builds the HTTP application; never listens (main.ts and tests decide that). */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: deps.logger ?? false,
+    logger: deps.logger === undefined ? false : loggerOptions(deps.logger),
     bodyLimit: BODY_LIMIT_BYTES,
     // The intent id is the trace id of payment log lines; requests get their own id until then.
     requestIdHeader: false,

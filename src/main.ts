@@ -56,7 +56,7 @@ export async function startService(config: Config = loadConfig()): Promise<Runni
     fees,
     secrets: () => secrets,
     reloadSecrets,
-    logger: { level: config.logLevel, redact: ['req.headers["x-signature"]', 'req.headers.authorization'] },
+    logger: { level: config.logLevel },
   });
   if (pspxSimulator !== null) app.log.info({ url: pspxSimulator.url }, 'PSPX_URL unset: payouts go to the built-in PSPX simulator');
   if (config.qrSigningSecretGenerated) {

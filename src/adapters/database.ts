@@ -1,5 +1,6 @@
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
+import { asDatabaseError } from './database-error.js';
 
 /** The result of one statement: the rows it returned and how many rows it touched. */
 export interface QueryResult<Row> {
@@ -171,17 +172,23 @@ function openPostgres(connectionString: string): Database {
   pool.on('error', () => {});
   const run = async <Row>(client: pg.Pool | pg.PoolClient, text: string, params?: readonly unknown[]) => {
     const name = params === undefined ? undefined : statementName(text);
-    const result =
-      name === undefined
-        ? await client.query(text, params as unknown[] | undefined)
-        : await client.query({ text, values: params as unknown[], name });
-    return { rows: result.rows as Row[], rowCount: result.rowCount ?? 0 };
+    try {
+      const result =
+        name === undefined
+          ? await client.query(text, params as unknown[] | undefined)
+          : await client.query({ text, values: params as unknown[], name });
+      return { rows: result.rows as Row[], rowCount: result.rowCount ?? 0 };
+    } catch (error) {
+      throw asDatabaseError(error, text);
+    }
   };
   return {
     kind: 'postgres',
     query: (text, params) => run(pool, text, params),
     exec: async (text) => {
-      await pool.query(text);
+      await pool.query(text).catch((error: unknown) => {
+        throw asDatabaseError(error, text);
+      });
     },
     async transaction(work) {
       const client = await pool.connect();
@@ -202,7 +209,9 @@ function openPostgres(connectionString: string): Database {
           query: (text, params) => run(client, text, params),
           send: (text, params) => unawaited.add(run(client, text, params)),
           exec: async (text) => {
-            await client.query(text);
+            await client.query(text).catch((error: unknown) => {
+              throw asDatabaseError(error, text);
+            });
           },
         });
         const commit = client.query('COMMIT');
@@ -214,7 +223,8 @@ function openPostgres(connectionString: string): Database {
         return result;
       } catch (error) {
         await client.query('ROLLBACK').catch(() => {});
-        throw error;
+        // BEGIN and COMMIT are the only statements not sent through run().
+        throw asDatabaseError(error, 'COMMIT');
       } finally {
         client.off('error', onLost);
         client.release(lost);
@@ -231,12 +241,18 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
     parsers: { [INT8_OID]: (value: string) => BigInt(value) },
   });
   const run = async <Row>(client: Pick<PGlite, 'query'>, text: string, params?: readonly unknown[]) => {
-    const result = await client.query<Row>(text, params as unknown[] | undefined);
-    // PGlite reports affectedRows only for writes; a SELECT counts its rows, as pg does.
-    return { rows: result.rows, rowCount: Math.max(result.affectedRows ?? 0, result.rows.length) };
+    try {
+      const result = await client.query<Row>(text, params as unknown[] | undefined);
+      // PGlite reports affectedRows only for writes; a SELECT counts its rows, as pg does.
+      return { rows: result.rows, rowCount: Math.max(result.affectedRows ?? 0, result.rows.length) };
+    } catch (error) {
+      throw asDatabaseError(error, text);
+    }
   };
   const exec = async (client: Pick<PGlite, 'exec'>, text: string) => {
-    await client.exec(text);
+    await client.exec(text).catch((error: unknown) => {
+      throw asDatabaseError(error, text);
+    });
   };
   const lockHolders = new Map<string, object>();
   let closed = false;
@@ -245,16 +261,21 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
     query: (text, params) => run(db, text, params),
     exec: (text) => exec(db, text),
     transaction: (work) =>
-      db.transaction(async (tx) => {
-        const unawaited = new Unawaited();
-        const result = await work({
-          query: (text, params) => run(tx, text, params),
-          send: (text, params) => unawaited.add(run(tx, text, params)),
-          exec: (text) => exec(tx, text),
-        });
-        await unawaited.settle();
-        return result;
-      }),
+      db
+        .transaction(async (tx) => {
+          const unawaited = new Unawaited();
+          const result = await work({
+            query: (text, params) => run(tx, text, params),
+            send: (text, params) => unawaited.add(run(tx, text, params)),
+            exec: (text) => exec(tx, text),
+          });
+          await unawaited.settle();
+          return result;
+        })
+        .catch((error: unknown) => {
+          // BEGIN and COMMIT are the only statements not sent through run().
+          throw asDatabaseError(error, 'COMMIT');
+        }),
     openLockSession: async () => openPgliteLockSession(lockHolders, () => closed),
     close: async () => {
       closed = true;

@@ -173,8 +173,10 @@ async function withConstraintErrors<T>(work: () => Promise<T>): Promise<T> {
     return await work();
   } catch (error) {
     const code = sqlState(error);
-    if (code === CHECK_VIOLATION || code === NUMERIC_OUT_OF_RANGE) {
-      throw apiError('VALIDATION_ERROR', `the record breaks a rule of its table: ${(error as Error).message}`);
+    if (code === NUMERIC_OUT_OF_RANGE) throw apiError('VALIDATION_ERROR', 'a number is out of range for its column');
+    if (code === CHECK_VIOLATION) {
+      const constraint = (error as { constraint?: unknown }).constraint;
+      throw apiError('VALIDATION_ERROR', `the record breaks a rule of its table${typeof constraint === 'string' ? ` (${constraint})` : ''}`);
     }
     if (code === UNIQUE_VIOLATION) throw apiError('CONFLICT', 'a record with this key already exists');
     throw error;

@@ -1,0 +1,43 @@
+import type { FastifyServerOptions } from 'fastify';
+import { asDatabaseError } from '../adapters/database-error.js';
+
+export interface LogSettings {
+  readonly level: string;
+  /** Where the JSON lines go; standard output when absent. */
+  readonly stream?: { write(line: string): void };
+}
+
+/** Headers that carry or prove a secret; Fastify's request serializer leaves headers out, these guard any other path. */
+const SECRET_HEADERS = ['authorization', 'x-signature', 'signature', 'cookie'];
+const CAUSES_MAX = 3;
+
+type SerializedError = { type: string; message: string; stack: string; [field: string]: unknown };
+type LoggerOptions = Exclude<FastifyServerOptions['logger'], boolean | undefined>;
+
+/**
+ * An error as a log line may show it: its type, message, stack, code and the names a reader needs,
+ * never its other properties. pino's standard serializer copies every enumerable property, and a
+ * driver's error carries the SQL text, its parameters and row values (docs/SECURITY.md §8).
+ */
+export function serializeError(error: unknown, depth = 0): SerializedError {
+  if (!(error instanceof Error)) return { type: typeof error, message: '', stack: '' };
+  const safe = asDatabaseError(error, 'unnamed statement');
+  const shown = safe instanceof Error ? safe : error;
+  const fields: SerializedError = { type: shown.name, message: shown.message, stack: shown.stack ?? '' };
+  const { code, statement, constraint, reason } = shown as { code?: unknown; statement?: unknown; constraint?: unknown; reason?: unknown };
+  for (const [name, value] of Object.entries({ code, statement, constraint, reason })) {
+    if (typeof value === 'string' || typeof value === 'number') fields[name] = value;
+  }
+  if (shown.cause !== undefined && depth < CAUSES_MAX) fields.cause = serializeError(shown.cause, depth + 1);
+  return fields;
+}
+
+/** The one logger configuration of the service: the API and every worker log through it. */
+export function loggerOptions(settings: LogSettings): LoggerOptions {
+  return {
+    level: settings.level,
+    ...(settings.stream === undefined ? {} : { stream: settings.stream }),
+    redact: { paths: SECRET_HEADERS.map((name) => `req.headers["${name}"]`), censor: '[redacted]' },
+    serializers: { err: (error) => serializeError(error) },
+  };
+}
