@@ -14,6 +14,7 @@ import { consoleRoutes } from './http/routes/console.js';
 import { BODY_LIMIT_BYTES, registerAuth } from './http/plugins/auth.js';
 import { frameworkErrors, registerErrorHandling } from './http/plugins/errors.js';
 import { registerOpenApi } from './http/plugins/openapi.js';
+import { registerInputGuard } from './http/plugins/input-guard.js';
 import { accountRoutes } from './http/routes/accounts.js';
 import { adminRoutes } from './http/routes/admin.js';
 import { adminAuditRoutes } from './http/routes/admin-audit.js';
@@ -84,6 +85,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // One per app: every request checks it against the database's config version (config-cache.ts).
   const configCache = new ConfigCache(deps.db, departureFor(deps.db));
   registerAuth(app, { sql: deps.db, config: configCache, secrets: deps.secrets, adminToken: deps.config.adminToken, shared });
+  registerInputGuard(app);
   await registerOpenApi(app, VERSION);
   const metrics = deps.metrics ?? createMetrics({ sql: deps.db });
   metricsRoutes(app, { metrics, token: deps.config.metricsToken });

@@ -166,6 +166,21 @@ function routesOf(document: { paths?: Record<string, Record<string, Operation>> 
 // ---------------------------------------------------------------------------------------------
 // Generators
 
+/** Query values PostgreSQL's types cannot hold, or cursors the service never issued: each must be a 422, never a 500. */
+const UNREPRESENTABLE_QUERY_VALUES = [
+  // Cursors the service never issued: past bigint, past the timestamp range, negative, not canonical.
+  Buffer.from('9999999999999999999.00000000-0000-4000-8000-000000000000').toString('base64url'),
+  Buffer.from('9000000000000000000.00000000-0000-4000-8000-000000000000').toString('base64url'),
+  Buffer.from('-1.00000000-0000-4000-8000-000000000000').toString('base64url'),
+  `${Buffer.from('1.00000000-0000-4000-8000-000000000000').toString('base64url')}=`,
+  // Numbers and times PostgreSQL's types cannot hold.
+  '9223372036854775808',
+  '1e400',
+  'NaN',
+  '0000-01-01T00:00:00Z',
+  '9999-12-31T23:59:59-23:59',
+] as const;
+
 const HOSTILE_STRINGS = [
   "' OR '1'='1",
   "1; DROP TABLE intents;--",
@@ -187,7 +202,19 @@ const HOSTILE_STRINGS = [
   'x'.repeat(LONG_SEGMENT_CHARS),
   '',
   ' ',
+  // Text PostgreSQL cannot store: lone surrogates (jsonb refuses them, text turns them into U+FFFD).
+  '\ud800',
+  'x\udfffx',
+  '\udbff\u0000',
+  ...UNREPRESENTABLE_QUERY_VALUES,
 ] as const;
+
+/** Deeper than any field may nest: must be refused with 422, whatever the field. */
+const deepObject = (levels: number): unknown => {
+  let value: unknown = 'leaf';
+  for (let level = 0; level < levels; level++) value = level % 2 === 0 ? { a: value } : [value];
+  return value;
+};
 
 const hostileScalar: fc.Arbitrary<unknown> = fc.oneof(
   fc.constantFrom<unknown>(...HOSTILE_STRINGS),
@@ -199,7 +226,8 @@ const hostileScalar: fc.Arbitrary<unknown> = fc.oneof(
 const hostileValue: fc.Arbitrary<unknown> = fc.oneof(
   { weight: 4, arbitrary: hostileScalar },
   { weight: 1, arbitrary: fc.array(hostileScalar, { maxLength: 3 }) },
-  { weight: 1, arbitrary: fc.dictionary(fc.constantFrom('__proto__', 'constructor', 'a', 'toString', 'valueOf'), hostileScalar, { maxKeys: 3 }) },
+  { weight: 1, arbitrary: fc.dictionary(fc.constantFrom('__proto__', 'constructor', 'a', 'toString', 'valueOf', '\ud800'), hostileScalar, { maxKeys: 3 }) },
+  { weight: 1, arbitrary: fc.constantFrom(deepObject(33), deepObject(40)) },
 );
 
 function schemaValue(schema: JsonSchema, depth: number): fc.Arbitrary<unknown> {
@@ -283,7 +311,9 @@ function paramValue(route: Route, name: string, fx: Fixtures): fc.Arbitrary<stri
 }
 
 /** Percent-encoded as a client would, or sent raw (an invalid or double encoding the router must survive). */
-const encodeSegment = (value: string, raw: boolean) => (raw ? value.replaceAll('?', '%3F').replaceAll('#', '%23') : encodeURIComponent(value));
+/** A URL carries UTF-8 only: a lone surrogate goes out as the replacement character, as a client's encoder would send it. */
+const encodeText = (value: string) => encodeURIComponent(value.toWellFormed());
+const encodeSegment = (value: string, raw: boolean) => (raw ? value.replaceAll('?', '%3F').replaceAll('#', '%23') : encodeText(value));
 
 /** `message-…`: an HTTP Message Signature, correct or mangled; the others use X-Signature. */
 type Signing =
@@ -345,7 +375,13 @@ function requestOf(route: Route, fx: Fixtures): fc.Arbitrary<Request> {
   const query = fc.array(
     fc.tuple(
       route.query.length > 0 ? fc.oneof({ weight: 5, arbitrary: fc.constantFrom(...route.query.map((q) => q.name)) }, { weight: 1, arbitrary: fc.string({ minLength: 1, maxLength: 6 }) }) : fc.string({ minLength: 1, maxLength: 6 }),
-      fc.oneof(fc.integer({ min: -2, max: 250 }).map(String), fc.constantFrom(...HOSTILE_STRINGS), fc.uuid(), fc.constantFrom('SETTLED', 'P2P_TRANSFER', 'INTERNAL_P2P', 'wallet-api', '2020-01-01T00:00:00Z')),
+      fc.oneof(
+        fc.integer({ min: -2, max: 250 }).map(String),
+        fc.constantFrom(...HOSTILE_STRINGS),
+        fc.constantFrom(...UNREPRESENTABLE_QUERY_VALUES),
+        fc.uuid(),
+        fc.constantFrom('SETTLED', 'P2P_TRANSFER', 'INTERNAL_P2P', 'wallet-api', '2020-01-01T00:00:00Z'),
+      ),
     ),
     { maxLength: route.query.length > 0 ? 4 : 1 },
   );
@@ -375,7 +411,7 @@ function requestOf(route: Route, fx: Fixtures): fc.Arbitrary<Request> {
         if (raw && /[/\\.]/.test(value)) rerouted = true;
         path = path.replace(`{${name}}`, encodeSegment(value, raw));
       });
-      const qs = r.query.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join('&');
+      const qs = r.query.map(([k, v]) => `${encodeText(k)}=${encodeText(v)}`).join('&');
       const json = r.bodyValue === undefined ? '' : JSON.stringify(r.bodyValue);
       let body = json;
       if (r.bodyForm === 'raw') body = r.rawBody;
@@ -404,7 +440,8 @@ const metadataValue: fc.Arbitrary<unknown> = fc.oneof(
   fc.record({ recipientUserId: userRef }),
   fc.record({ nfcTagId: fc.constantFrom<unknown>(1, '1', 1.5, null) }),
   fc.record({ tags: fc.array(fc.constantFrom<unknown>('fee_exempt', 'vip', 1, '__proto__'), { maxLength: 3 }) }),
-  fc.record({ appScope: fc.constantFrom<unknown>('w', 'c', 'a', 'z'), ttlSeconds: fc.constantFrom<unknown>(1, 600, 3600, 3601, -5, 1e12, '60'), note: fc.constantFrom<unknown>('hi', 'x'.repeat(501)) }, { requiredKeys: [] }),
+  fc.record({ appScope: fc.constantFrom<unknown>('w', 'c', 'a', 'z'), ttlSeconds: fc.constantFrom<unknown>(1, 600, 3600, 3601, -5, 1e12, '60'), note: fc.constantFrom<unknown>('hi', 'x'.repeat(501), '\udbff') }, { requiredKeys: [] }),
+  fc.constantFrom<unknown>({ '\ud800': 1 }, { deep: deepObject(33) }, { deep: deepObject(31) }),
   hostileValue,
 );
 /** A body each operation type accepts (so that money moves), built from the spec's operation table. */
@@ -438,12 +475,16 @@ const intentFieldValue: Readonly<Record<(typeof INTENT_FIELDS)[number], fc.Arbit
   currency: fc.constantFrom<unknown>('USD', 'thb', 'TH', '€€€', 1),
   metadata: metadataValue,
   recipientUserId: userRef,
-  toLedgerAccountId: fc.constantFrom<unknown>(ledgerAccountId(MERCHANT_ACCOUNT), ledgerAccountId(`user.${USERS[1]}.THB`), '00000000-0000-4000-8000-000000000000', 'x'),
+  toLedgerAccountId: fc.constantFrom<unknown>(
+    ledgerAccountId(MERCHANT_ACCOUNT), ledgerAccountId(`user.${USERS[1]}.THB`), '00000000-0000-4000-8000-000000000000', 'x',
+    // Accounts that are not wallets: a payment must not be able to name them by ledger id.
+    ledgerAccountId('system.transit.INTERNAL_P2P.THB'), ledgerAccountId('system.revenue.THB'), ledgerAccountId('system.equity.THB'),
+  ),
   fromAccountName: fc.constantFrom<unknown>(...HOSTILE_STRINGS.slice(0, 16), `user.${USERS[2]}.THB`, 'system.equity.THB', `user.${USERS[0]}.THB\nsystem.equity.THB`, `xuser.${USERS[0]}.THB`, `user.${USERS[0]}.THBx`),
   toAccountName: fc.constantFrom<unknown>(`user.${USERS[3]}.THB`, MERCHANT_ACCOUNT, 'system.revenue.THB', "merchant.1.THB' OR 1=1--"),
   externalRef: fc.constantFrom<unknown>('ref-1', 'x'.repeat(101), "'; --", 5),
   live: fc.constantFrom<unknown>(true, false, 'yes'),
-  comment: fc.constantFrom<unknown>('hi', 'x'.repeat(501), '\u0000', 'ภาษาไทย'),
+  comment: fc.constantFrom<unknown>('hi', 'x'.repeat(501), '\u0000', 'ภาษาไทย', '\ud800', 'ok\udc00'),
   fromName: fc.string({ maxLength: 10 }),
 };
 const intentBody: fc.Arbitrary<unknown> = fc.oneof(

@@ -80,6 +80,9 @@ export function checkOverridePermissions(request: IntentRequest, permissions: Pe
   }
 }
 
+/** What toLedgerAccountId may name: the wallets a payment is for. */
+const LEDGER_ID_TARGET_TYPES: ReadonlySet<string> = new Set(['USER_WALLET', 'MERCHANT_WALLET', 'AGENT_WALLET']);
+
 /**
  * Names from the operation table, replaced by overrides; both must exist in the account map
  * (422 ACCOUNT_NOT_FOUND), and a name that follows no account pattern is a 400.
@@ -91,6 +94,8 @@ export async function resolveAccounts(sql: Sql, lookup: AccountLookup, request: 
   if (request.toLedgerAccountId !== undefined && request.toAccountName === undefined) {
     to = await findAccount(sql, request.toLedgerAccountId);
     if (to === null) throw apiError('ACCOUNT_NOT_FOUND', `no account with ledger id ${request.toLedgerAccountId}`);
+    // A ledger id can name any account, transit and system ones too; paying into those is for the ADMIN channel (docs/SECURITY.md §6).
+    if (!LEDGER_ID_TARGET_TYPES.has(to.accountType)) throw apiError('FORBIDDEN', 'toLedgerAccountId must name a user, merchant or agent wallet');
   }
   const toName = to?.accountName ?? request.toAccountName ?? defaults.to;
   if (toName === null) throw apiError('BAD_REQUEST', `${request.operationType} needs a destination account`);

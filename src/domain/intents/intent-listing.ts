@@ -42,11 +42,19 @@ export function encodeCursor(cursor: Cursor): string {
   return Buffer.from(`${cursor.createdAtUs}.${cursor.id}`).toString('base64url');
 }
 
-/** null when the text is not a cursor this service issued. */
+/** The last microsecond of year 9999: no intent is created later, and PostgreSQL's bigint and timestamp both hold it. */
+const CREATED_AT_US_MAX = 253_402_300_799_999_999n;
+
+/**
+ * null when the text is not a cursor this service issued: it must be the exact encoding of a
+ * position that can exist, so a crafted one never reaches SQL out of range (docs/SECURITY.md §6).
+ */
 export function decodeCursor(text: string): Cursor | null {
-  const match = /^(\d{1,19})\.(.+)$/.exec(Buffer.from(text, 'base64url').toString('utf8'));
+  const match = /^(0|[1-9]\d{0,17})\.(.+)$/.exec(Buffer.from(text, 'base64url').toString('utf8'));
   if (match?.[1] === undefined || match[2] === undefined || !UUID_PATTERN.test(match[2])) return null;
-  return { createdAtUs: BigInt(match[1]), id: match[2] };
+  const cursor = { createdAtUs: BigInt(match[1]), id: match[2] };
+  if (cursor.createdAtUs > CREATED_AT_US_MAX || encodeCursor(cursor) !== text) return null;
+  return cursor;
 }
 
 /** Microseconds since the epoch → timestamptz, in integer arithmetic (a float would round). */

@@ -72,9 +72,12 @@ export function frameworkErrors(error: FastifyError, request: FastifyRequest, re
  * PostgreSQL. Both can come only from what the client sent, so they are its error, not a 500.
  */
 const UNSTORABLE_TEXT_SQLSTATES = new Set(['22021', '22P05']);
+/** A text longer than its column: every column's limit is in its route's schema, so this is the last line of defence. */
+const TOO_LONG_SQLSTATE = '22001';
 
 function mapUnstorableText(error: FastifyError): ApiError | null {
   const sqlState = (error as { code?: unknown }).code;
+  if (sqlState === TOO_LONG_SQLSTATE) return new ApiError('VALIDATION_ERROR', 'a text is longer than its field allows');
   if (typeof sqlState !== 'string' || !UNSTORABLE_TEXT_SQLSTATES.has(sqlState)) return null;
   return new ApiError('VALIDATION_ERROR', 'text must not contain NUL characters');
 }
