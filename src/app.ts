@@ -15,6 +15,8 @@ import { BODY_LIMIT_BYTES, registerAuth } from './http/plugins/auth.js';
 import { frameworkErrors, registerErrorHandling } from './http/plugins/errors.js';
 import { registerOpenApi } from './http/plugins/openapi.js';
 import { registerInputGuard } from './http/plugins/input-guard.js';
+import { Throttle } from './http/plugins/throttle.js';
+import { createTokenBuckets } from './adapters/token-buckets.js';
 import { accountRoutes } from './http/routes/accounts.js';
 import { adminRoutes } from './http/routes/admin.js';
 import { adminAuditRoutes } from './http/routes/admin-audit.js';
@@ -84,10 +86,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   registerErrorHandling(app, deps.config.production);
   // One per app: every request checks it against the database's config version (config-cache.ts).
   const configCache = new ConfigCache(deps.db, departureFor(deps.db));
-  registerAuth(app, { sql: deps.db, config: configCache, secrets: deps.secrets, adminToken: deps.config.adminToken, shared });
+  const metrics = deps.metrics ?? createMetrics({ sql: deps.db });
+  const throttle = new Throttle(createTokenBuckets(shared), metrics, app.log, deps.config.authFailureBurst);
+  registerAuth(app, { sql: deps.db, config: configCache, secrets: deps.secrets, adminToken: deps.config.adminToken, shared, throttle });
   registerInputGuard(app);
   await registerOpenApi(app, VERSION);
-  const metrics = deps.metrics ?? createMetrics({ sql: deps.db });
   metricsRoutes(app, { metrics, token: deps.config.metricsToken });
 
   const monitor = startEventLoopMonitor();
@@ -113,7 +116,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   feeDryRunRoutes(app, { fees: deps.fees });
   pspxWalletRoutes(app, { db: deps.db, pspx: deps.pspx });
   adminAuditRoutes(app, { db: deps.db });
-  intentStreamRoutes(app, { db: deps.db, broker: deps.broker, openStreams: metrics.liveStreams });
+  intentStreamRoutes(app, {
+    db: deps.db,
+    broker: deps.broker,
+    openStreams: metrics.liveStreams,
+    streamsPerServiceMax: deps.config.sseStreamsPerServiceMax,
+    onRefused: () => metrics.rateLimited('streams'),
+  });
   adminIntentRoutes(app, { db: deps.db });
   adminResolveRoutes(app, { db: deps.db, publisher: intentDeps.publisher });
   await consoleRoutes(app, { db: deps.db, ledger: deps.ledger });

@@ -159,8 +159,16 @@ export interface Config {
   readonly balanceDriftThreshold: bigint;
   /** Satang of partner balance below which `low_partner_balance` is logged (LOW_PARTNER_BALANCE_FLOOR). */
   readonly lowPartnerBalanceFloor: bigint;
+  /** Failed authentications a source may make before it is slowed down (AUTH_FAILURE_BURST, docs/SECURITY.md §5). */
+  readonly authFailureBurst: number;
+  /** Open live status streams per service on one instance (SSE_STREAMS_PER_SERVICE_MAX). */
+  readonly sseStreamsPerServiceMax: number;
   readonly file: ConfigFile;
 }
+
+export const AUTH_FAILURE_BURST_DEFAULT = 20;
+/** A service watching more payments at once than this should poll the feed, not hold connections. */
+export const SSE_STREAMS_PER_SERVICE_MAX_DEFAULT = 100;
 
 export const DEMO_CONFIG_FILE = fileURLToPath(new URL('../config/demo.json', import.meta.url));
 
@@ -241,6 +249,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     invoiceDefaultTtlS: integer(env, 'INVOICE_DEFAULT_TTL_SECONDS', 600, 1),
     balanceDriftThreshold: BigInt(integer(env, 'BALANCE_DRIFT_THRESHOLD', 10_000)),
     lowPartnerBalanceFloor: BigInt(integer(env, 'LOW_PARTNER_BALANCE_FLOOR', 1_000_000)),
+    authFailureBurst: integer(env, 'AUTH_FAILURE_BURST', AUTH_FAILURE_BURST_DEFAULT, 1),
+    sseStreamsPerServiceMax: integer(env, 'SSE_STREAMS_PER_SERVICE_MAX', SSE_STREAMS_PER_SERVICE_MAX_DEFAULT, 1),
     file: readConfigFile(configFile),
   });
 }

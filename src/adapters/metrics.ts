@@ -38,6 +38,10 @@ export interface Metrics extends WorkerMetrics {
   /** Intents committed in one group-commit transaction. */
   observeIntentBatch(size: number): void;
   readonly liveStreams: { inc(): void; dec(): void };
+  /** A request refused 401, by a bounded reason (docs/SECURITY.md §5). */
+  authFailure(reason: string): void;
+  /** A request refused 429: over its service's rate, from a failing source, or past the stream cap. */
+  rateLimited(reason: string): void;
   /** Runs the scrape-time samplers (one SQL query for the outbox) and renders the text format. */
   render(): Promise<string>;
   readonly contentType: string;
@@ -103,6 +107,8 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const escalations = new Counter({ name: 'payorch_psp_escalations_total', help: 'PSPX payouts moved to MANUAL_REVIEW.', registers });
   const expiries = new Counter({ name: 'payorch_invoice_expiries_total', help: 'Invoices moved to EXPIRED by the expiry sweep.', registers });
   const streams = new Gauge({ name: 'payorch_live_streams_open', help: 'Open GET /intents/{id}/stream connections.', registers });
+  const authFailures = new Counter({ name: 'payorch_auth_failures_total', help: 'Requests refused 401 UNAUTHORIZED, by reason.', labelNames: ['reason'] as const, registers });
+  const rateLimited = new Counter({ name: 'payorch_rate_limited_total', help: 'Requests refused 429 RATE_LIMITED, by reason.', labelNames: ['reason'] as const, registers });
   const samplers: Array<() => Promise<void>> = [];
   if (options.sql !== undefined) samplers.push(outboxSampler(options.sql, registers));
 
@@ -125,6 +131,8 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       if (count > 0) expiries.inc(count);
     },
     liveStreams: { inc: () => streams.inc(), dec: () => streams.dec() },
+    authFailure: (reason) => authFailures.inc({ reason }),
+    rateLimited: (reason) => rateLimited.inc({ reason }),
     async render() {
       await Promise.all(samplers.map((sample) => sample()));
       return registry.metrics();

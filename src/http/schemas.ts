@@ -26,9 +26,13 @@ export const SignedHeaders = Type.Object({
   'x-signature': Type.Optional(Type.String()),
 });
 
-/** Response map with the standard error body for the listed statuses. */
+/**
+ * Response map with the standard error body for the listed statuses. A signed route (one that can
+ * answer 401) can also answer 429: its service's rate limit, or a source that keeps failing.
+ */
 export function responses<T extends Record<number, TSchema>>(ok: T, errorStatuses: readonly number[]) {
-  const errors = Object.fromEntries(errorStatuses.map((status) => [status, ErrorResponse]));
+  const statuses = errorStatuses.includes(401) && !errorStatuses.includes(429) ? [...errorStatuses, 429] : errorStatuses;
+  const errors = Object.fromEntries(statuses.map((status) => [status, ErrorResponse]));
   return { ...errors, ...ok };
 }
 

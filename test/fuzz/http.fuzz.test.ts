@@ -46,8 +46,8 @@ type Allowed = readonly string[];
 
 /** Any route: a body that is not JSON (400, auth plugin), too big (413, R12), not JSON at all (415), a path that matches no route (404), a parameter against its schema (422, R28). */
 const GENERIC: Allowed = ['400 BAD_REQUEST', '404 NOT_FOUND', '413 PAYLOAD_TOO_LARGE', '415 UNSUPPORTED_MEDIA_TYPE', '422 VALIDATION_ERROR'];
-/** Any signed route: authentication (R2) and the key's permission step. */
-const SIGNED: Allowed = ['401 UNAUTHORIZED', '403 FORBIDDEN'];
+/** Any signed route: authentication (R2), the key's permission step and rate limits (docs/SECURITY.md §5). */
+const SIGNED: Allowed = ['401 UNAUTHORIZED', '403 FORBIDDEN', '429 RATE_LIMITED'];
 /** The admin CRUD routes (issue 6): 409 when a create collides with an existing key. */
 const ADMIN_CRUD: Allowed = ['200', '201', '404 NOT_FOUND', '409 CONFLICT', '422 VALIDATION_ERROR'];
 

@@ -68,7 +68,9 @@ export async function startTestApp(
   const ledger = options.wrapLedger?.(new SqlLedger()) ?? new SqlLedger();
   const file = options.file ?? demoConfigFile();
   const config: Config = {
-    ...loadConfig({ QR_SIGNING_SECRET: 'test-qr-secret', ADMIN_TOKEN: 'test-admin-token', ...options.env }),
+    // Tests of other behaviours send hundreds of refused signatures from one address: the
+    // failing-source slow-down is tested where it is set low (throttle.test.ts).
+    ...loadConfig({ QR_SIGNING_SECRET: 'test-qr-secret', ADMIN_TOKEN: 'test-admin-token', AUTH_FAILURE_BURST: '1000000', ...options.env }),
     file,
   };
   await applyConfig(db, ledger, file);

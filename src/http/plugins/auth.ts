@@ -8,6 +8,9 @@ import type { ServiceKey } from '../../domain/service-keys.js';
 import { SIGNATURE_WINDOW_S, signatureMatches } from '../../domain/signing.js';
 import { verifyMessageSignature } from './message-signature.js';
 import { claimAdminWrite, claimNonce, isAdminWrite } from './replay-guard.js';
+import { Throttle } from './throttle.js';
+import { AUTH_FAILURE_BURST_DEFAULT } from '../../config.js';
+import { createMemoryTokenBuckets } from '../../adapters/token-buckets.js';
 
 /**
  * none: public (health, docs). service: a signed request from an active key.
@@ -46,13 +49,20 @@ export interface AuthDeps {
   readonly adminToken: string | undefined;
   /** Replay caches (nonces, admin writes), shared between instances through Redis. Absent: one in this process. */
   readonly shared?: SharedState;
+  /** Rate limits and the failing-source slow-down. Absent: buckets in this process, no metrics. */
+  readonly throttle?: Throttle;
 }
 
 const EMPTY = Buffer.alloc(0);
 const ADMIN_CALLER_ID = 'admin-token';
 
 export function registerAuth(app: FastifyInstance, authDeps: AuthDeps): void {
-  const deps = { ...authDeps, config: authDeps.config ?? new ConfigCache(authDeps.sql), shared: authDeps.shared ?? createMemorySharedState() };
+  const deps = {
+    ...authDeps,
+    config: authDeps.config ?? new ConfigCache(authDeps.sql),
+    shared: authDeps.shared ?? createMemorySharedState(),
+    throttle: authDeps.throttle ?? new Throttle(createMemoryTokenBuckets(), null, app.log, AUTH_FAILURE_BURST_DEFAULT),
+  };
   app.decorateRequest('caller', null as unknown as Caller);
   app.decorateRequest('rawBody', null as unknown as Buffer);
   app.decorateRequest('configSnapshot', null);
@@ -68,11 +78,19 @@ export function registerAuth(app: FastifyInstance, authDeps: AuthDeps): void {
     }
   });
 
-  app.addHook('preValidation', async (request) => {
+  app.addHook('preValidation', async (request, reply) => {
     const mode = request.routeOptions.config.auth ?? 'service';
     if (mode === 'none') return;
     request.rawBody ??= EMPTY;
-    request.caller = await authenticate(request, mode, deps);
+    await deps.throttle.beforeAuthentication(request, reply);
+    try {
+      request.caller = await authenticate(request, mode, deps);
+    } catch (error) {
+      await deps.throttle.authenticationFailed(request, error);
+      throw error;
+    }
+    // Before the body is validated or any domain work: an over-limit request changes nothing.
+    await deps.throttle.authenticated(request.caller.key, reply);
     if (request.body === MALFORMED_JSON) throw apiError('BAD_REQUEST', 'request body is not valid JSON');
   });
 }

@@ -21,14 +21,24 @@ export function isAdminWrite(request: FastifyRequest): boolean {
 /** Hashed so that every key has one length and no service id can run into the value after it. */
 const keyOf = (kind: string, parts: readonly string[]) => `${kind}:${createHash('sha256').update(JSON.stringify(parts)).digest('hex')}`;
 
+/**
+ * A replay cache that cannot answer (Redis down) refuses the request with 503: accepting it could
+ * accept a replay, and the caller may safely try again (docs/SECURITY.md §3).
+ */
+async function claim(shared: SharedState, key: string): Promise<boolean> {
+  try {
+    return await shared.claimOnce(key, REPLAY_WINDOW_MS);
+  } catch {
+    throw apiError('SERVICE_UNAVAILABLE', 'replay cache unavailable; try again');
+  }
+}
+
 /** Called only once the signature verified: a forged request must not be able to burn a real one's slot. */
 export async function claimNonce(shared: SharedState, serviceId: string, nonce: string): Promise<void> {
-  if (!(await shared.claimOnce(keyOf('nonce', [serviceId, nonce]), REPLAY_WINDOW_MS))) throw apiError('UNAUTHORIZED', 'replayed nonce');
+  if (!(await claim(shared, keyOf('nonce', [serviceId, nonce])))) throw apiError('UNAUTHORIZED', 'replayed nonce');
 }
 
 /** `signature` in a canonical form of its scheme (lower-case hex), so that one signature has one key. */
 export async function claimAdminWrite(shared: SharedState, serviceId: string, scheme: 'x-signature' | 'message', signature: string): Promise<void> {
-  if (!(await shared.claimOnce(keyOf('admin-write', [serviceId, scheme, signature]), REPLAY_WINDOW_MS))) {
-    throw apiError('UNAUTHORIZED', 'replayed request');
-  }
+  if (!(await claim(shared, keyOf('admin-write', [serviceId, scheme, signature])))) throw apiError('UNAUTHORIZED', 'replayed request');
 }

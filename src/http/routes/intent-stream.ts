@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import Type from 'typebox';
 import type { Broker } from '../../adapters/broker.js';
 import type { Database } from '../../adapters/database.js';
@@ -10,6 +10,7 @@ import { FINAL_STATUSES, type IntentStatus } from '../../domain/model.js';
 import { isIntentStatus } from '../../domain/intents/state-machine.js';
 import { ErrorResponse, Uuid } from '../schemas.js';
 import { ownIntent } from './intents.js';
+import { refuseRateLimited } from '../plugins/throttle.js';
 
 /** A comment line this often keeps proxies and load balancers from closing an idle stream. */
 export const STREAM_HEARTBEAT_INTERVAL_MS = 15_000;
@@ -27,6 +28,32 @@ export interface IntentStreamDeps {
   readonly lifetimeMaxMs?: number;
   /** Open-stream gauge; absent in tests that build the route alone. */
   readonly openStreams?: { inc(): void; dec(): void };
+  /** Open streams one service may hold on this instance; past it, 429. Absent: no cap. */
+  readonly streamsPerServiceMax?: number;
+  /** Called for each stream refused by the cap (a metric). */
+  readonly onRefused?: () => void;
+}
+
+/** Open streams per service on this instance: a slot is taken before any work and given back exactly once. */
+class StreamSlots {
+  private readonly open = new Map<string, number>();
+
+  constructor(private readonly perServiceMax: number) {}
+
+  /** The slot's release, or null when the service holds its maximum already. */
+  take(serviceId: string): (() => void) | null {
+    const held = this.open.get(serviceId) ?? 0;
+    if (held >= this.perServiceMax) return null;
+    this.open.set(serviceId, held + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = (this.open.get(serviceId) ?? 1) - 1;
+      if (left === 0) this.open.delete(serviceId);
+      else this.open.set(serviceId, left);
+    };
+  }
 }
 
 interface StatusMessage {
@@ -65,6 +92,8 @@ function parseMessage(raw: string, intentId: string): StatusMessage | null {
 }
 
 const IdParams = Type.Object({ id: Uuid });
+/** A stream slot frees when a client leaves; a second is a fair wait before trying again. */
+const STREAM_SLOT_RETRY_MS = 1_000;
 
 const STREAM_DESCRIPTION =
   'Server-Sent Events. The first event is the current status; then one `event: status` per transition, ' +
@@ -78,6 +107,7 @@ export function intentStreamRoutes(app: FastifyInstance, deps: IntentStreamDeps)
   const lifetimeMaxMs = deps.lifetimeMaxMs ?? STREAM_LIFETIME_MAX_MS;
   /** Open streams end at shutdown; otherwise the server would wait for them before closing. */
   const open = new Set<() => void>();
+  const slots = new StreamSlots(deps.streamsPerServiceMax ?? Number.POSITIVE_INFINITY);
   app.addHook('preClose', async () => {
     for (const end of [...open]) end();
   });
@@ -94,61 +124,78 @@ export function intentStreamRoutes(app: FastifyInstance, deps: IntentStreamDeps)
           200: { description: 'text/event-stream', content: { 'text/event-stream': { schema: Type.String() } } },
           401: ErrorResponse,
           404: ErrorResponse,
+          429: ErrorResponse,
           503: ErrorResponse,
         },
       },
     },
     async (request, reply) => {
-      const { id } = request.params as { id: string };
-      // Subscribe first, then read: a transition between the two is queued, not lost.
-      const queued: StatusMessage[] = [];
-      let deliver: ((message: StatusMessage) => void) | null = null;
-      let unsubscribe: () => Promise<void>;
-      try {
-        unsubscribe = await deps.broker.subscribe(intentChannel(id), (raw) => {
-          const message = parseMessage(raw, id);
-          if (message === null) return;
-          if (deliver === null) queued.push(message);
-          else deliver(message);
-        });
-      } catch (error) {
-        request.log.error({ err: error, traceId: id }, 'live status subscription failed');
-        throw apiError('SERVICE_UNAVAILABLE', 'live status broker unavailable');
+      const release = slots.take(request.caller.serviceId);
+      if (release === null) {
+        deps.onRefused?.();
+        throw refuseRateLimited(reply, STREAM_SLOT_RETRY_MS, `service ${request.caller.serviceId} holds its maximum of open streams`);
       }
-      let current: Intent;
       try {
-        current = await ownIntent(deps, request, id);
+        return await streamIntent(request, reply, release);
       } catch (error) {
-        await unsubscribe();
+        release();
         throw error;
       }
-
-      reply.hijack();
-      // A client that left during the read has already fired its 'close': nothing would end the stream.
-      if (request.raw.socket.destroyed) {
-        await unsubscribe();
-        return reply;
-      }
-      const stream = openStream(reply.raw, { heartbeatIntervalMs, lifetimeMaxMs }, () => {
-        open.delete(stream.end);
-        deps.openStreams?.dec();
-        unsubscribe().catch((error: unknown) => request.log.warn({ err: error, traceId: id }, 'live status unsubscribe failed'));
-      });
-      open.add(stream.end);
-      deps.openStreams?.inc();
-
-      let lastRank = -1;
-      deliver = (message) => {
-        if (STATUS_RANK[message.status] <= lastRank) return;
-        lastRank = STATUS_RANK[message.status];
-        stream.send(message);
-        if (isFinal(message.status)) stream.end();
-      };
-      deliver({ intentId: id, status: current.status, updatedAt: current.updatedAt.toISOString() });
-      for (const message of queued.splice(0)) deliver(message);
-      return reply;
     },
   );
+
+  async function streamIntent(request: FastifyRequest, reply: FastifyReply, release: () => void): Promise<FastifyReply> {
+    const { id } = request.params as { id: string };
+    // Subscribe first, then read: a transition between the two is queued, not lost.
+    const queued: StatusMessage[] = [];
+    let deliver: ((message: StatusMessage) => void) | null = null;
+    let unsubscribe: () => Promise<void>;
+    try {
+      unsubscribe = await deps.broker.subscribe(intentChannel(id), (raw) => {
+        const message = parseMessage(raw, id);
+        if (message === null) return;
+        if (deliver === null) queued.push(message);
+        else deliver(message);
+      });
+    } catch (error) {
+      request.log.error({ err: error, traceId: id }, 'live status subscription failed');
+      throw apiError('SERVICE_UNAVAILABLE', 'live status broker unavailable');
+    }
+    let current: Intent;
+    try {
+      current = await ownIntent(deps, request, id);
+    } catch (error) {
+      await unsubscribe();
+      throw error;
+    }
+
+    reply.hijack();
+    // A client that left during the read has already fired its 'close': nothing would end the stream.
+    if (request.raw.socket.destroyed) {
+      release();
+      await unsubscribe();
+      return reply;
+    }
+    const stream = openStream(reply.raw, { heartbeatIntervalMs, lifetimeMaxMs }, () => {
+      release();
+      open.delete(stream.end);
+      deps.openStreams?.dec();
+      unsubscribe().catch((error: unknown) => request.log.warn({ err: error, traceId: id }, 'live status unsubscribe failed'));
+    });
+    open.add(stream.end);
+    deps.openStreams?.inc();
+
+    let lastRank = -1;
+    deliver = (message) => {
+      if (STATUS_RANK[message.status] <= lastRank) return;
+      lastRank = STATUS_RANK[message.status];
+      stream.send(message);
+      if (isFinal(message.status)) stream.end();
+    };
+    deliver({ intentId: id, status: current.status, updatedAt: current.updatedAt.toISOString() });
+    for (const message of queued.splice(0)) deliver(message);
+    return reply;
+  }
 }
 
 interface OpenStream {
