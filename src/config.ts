@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
 import Type, { type Static } from 'typebox';
 import { Value } from 'typebox/value';
+import { FEE_WORKERS_DEFAULT } from './domain/fees/pooled-fee-engine.js';
 import { ACCOUNT_TYPES, CHANNELS, ENTITY_TYPES, OPERATION_TYPES, STEP_UP_LEVELS } from './domain/model.js';
 
 const AccountOverride = Type.Object(
@@ -163,6 +164,8 @@ export interface Config {
   readonly authFailureBurst: number;
   /** Open live status streams per service on one instance (SSE_STREAMS_PER_SERVICE_MAX). */
   readonly sseStreamsPerServiceMax: number;
+  /** Worker threads that evaluate fee rules (FEE_WORKERS). */
+  readonly feeWorkers: number;
   readonly file: ConfigFile;
 }
 
@@ -251,6 +254,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     lowPartnerBalanceFloor: BigInt(integer(env, 'LOW_PARTNER_BALANCE_FLOOR', 1_000_000)),
     authFailureBurst: integer(env, 'AUTH_FAILURE_BURST', AUTH_FAILURE_BURST_DEFAULT, 1),
     sseStreamsPerServiceMax: integer(env, 'SSE_STREAMS_PER_SERVICE_MAX', SSE_STREAMS_PER_SERVICE_MAX_DEFAULT, 1),
+    feeWorkers: integer(env, 'FEE_WORKERS', FEE_WORKERS_DEFAULT, 1),
     file: readConfigFile(configFile),
   });
 }

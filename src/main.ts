@@ -42,7 +42,7 @@ export async function startService(config: Config = loadConfig()): Promise<Runni
   const pspxSimulator = config.pspxUrl === undefined ? await createSimulatorServer() : null;
   const pspx = createPspxClient({ baseUrl: config.pspxUrl ?? pspxSimulator?.url ?? '' });
 
-  const fees = await createFeeEngine();
+  const fees = await createFeeEngine({ workers: config.feeWorkers });
   // One registry for the app and the workers of this process: /metrics shows both.
   const metrics = createMetrics({ sql: db });
   const app = await buildApp({
@@ -83,7 +83,7 @@ export async function startService(config: Config = loadConfig()): Promise<Runni
       // Drains: a PSP step or outbox job in progress finishes before the database closes.
       await workers.stop();
       await expirySweep.stop();
-      fees.dispose();
+      await fees.dispose();
       await pspxSimulator?.close();
       await broker.close();
       await shared.close();

@@ -215,7 +215,7 @@ describe.runIf(pgUrl !== undefined)('PostgreSQL behind a TCP proxy that is cut u
 
   afterAll(async () => {
     await h?.app.close();
-    h?.fees.dispose();
+    await h?.fees.dispose();
     await viaProxy?.close();
     await proxy?.close();
     await direct?.close();
@@ -266,7 +266,7 @@ describe.runIf(pgUrl === undefined)('embedded PGlite closed under load, reopened
 
   afterAll(async () => {
     await h?.app.close();
-    h?.fees.dispose();
+    await h?.fees.dispose();
     await db?.close();
     await rm(dataDir, { recursive: true, force: true });
   });

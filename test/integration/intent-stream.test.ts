@@ -281,7 +281,7 @@ describe('across two instances', () => {
   });
   afterAll(async () => {
     await second?.close();
-    fees?.dispose();
+    await fees?.dispose();
     await first?.close();
   });
 

@@ -689,7 +689,7 @@ describe('races (R26)', () => {
         expect((reason as ApiError).toBody()).toEqual({ error: 'ALREADY_PROCESSED', status: 'SETTLED' });
       }
     } finally {
-      fees.dispose();
+      await fees.dispose();
     }
     const after = await balances(t, [wallet(U6), MERCHANT_ACCOUNT]);
     expect(delta(after, before, wallet(U6))).toBe(-(BigInt(amount) + PRE_FEE));

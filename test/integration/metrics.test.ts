@@ -166,7 +166,7 @@ describe('GET /metrics with METRICS_TOKEN', () => {
   });
   afterAll(async () => {
     await guarded?.app.close();
-    fees?.dispose();
+    await fees?.dispose();
   });
 
   it('answers 401 without the bearer token or with a wrong one, 200 with it', async () => {

@@ -153,7 +153,7 @@ async function inProcessInstance(db: Database, broker: Broker, simulator: Simula
       await Promise.all(loops.map((loop) => loop.stop()));
       await outbox.stop();
       await app.close();
-      fees.dispose();
+      await fees.dispose();
     },
   };
 }

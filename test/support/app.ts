@@ -125,7 +125,7 @@ export async function startTestApp(
     },
     async close() {
       await app.close();
-      fees.dispose();
+      await fees.dispose();
       await pspxSimulator.close();
       await broker.close();
       if (options.shared === undefined) await shared.close();

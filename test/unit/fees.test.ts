@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CompiledRuleCache } from '../../src/domain/fees/compiled-rule-cache.js';
-import { type FeeContext, type FeeEngine, createFeeEngine } from '../../src/domain/fees/fee-engine.js';
+import { type FeeContext, type LocalFeeEngine, createLocalFeeEngine } from '../../src/domain/fees/fee-engine.js';
 import { FeeEvaluationError } from '../../src/domain/fees/fee-evaluation-error.js';
 import { type FeeRule, metadataTags } from '../../src/domain/fees/fee-rule.js';
 import { floorAndSum } from '../../src/domain/fees/fee-splits.js';
@@ -38,10 +38,10 @@ function catchError(action: () => unknown): unknown {
 
 const revenue = (amount: string) => `[{account: 'system.revenue.THB', amount: ${amount}}]`;
 
-let engine: FeeEngine;
+let engine: LocalFeeEngine;
 
 beforeAll(async () => {
-  engine = await createFeeEngine();
+  engine = await createLocalFeeEngine();
 });
 
 afterAll(() => {

@@ -36,7 +36,7 @@ export interface AdminEntity<Rec> {
 export interface WriteOptions<Rec> {
   readonly actor: string;
   /** Runs on the written record before commit; throwing rolls the change back. */
-  readonly check?: (record: Rec) => void;
+  readonly check?: (record: Rec) => void | Promise<void>;
 }
 
 export interface ListOptions {
@@ -76,7 +76,7 @@ export async function createRecord<Rec>(
       );
       assert.equal(rowCount, 1, `insert into ${entity.table} must write one row`);
       const created = entity.fromRow(rows[0] as Row);
-      options.check?.(created);
+      await options.check?.(created);
       await recordChange(tx, { actor: options.actor, entity: entity.entity, entityId: entity.keyOf(created), action: 'create', before: null, after: created });
       return created;
     }),
@@ -105,7 +105,7 @@ export async function updateRecord<Rec>(
       );
       assert.equal(rowCount, 1, `update of a locked ${entity.entity} must change one row`);
       const after = entity.fromRow(rows[0] as Row);
-      options.check?.(after);
+      await options.check?.(after);
       await recordChange(tx, { actor: options.actor, entity: entity.entity, entityId: key, action: 'update', before, after });
       return after;
     }),

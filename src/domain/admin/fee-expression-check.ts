@@ -20,9 +20,9 @@ export interface FeeExpressionSubject {
  * whose metadata carries the tags the rule requires. It cannot prove the rule right for every
  * amount and metadata; it keeps obviously broken rules out of the table.
  */
-export function checkFeeExpression(engine: FeeEngine, rule: FeeExpressionSubject): void {
+export async function checkFeeExpression(engine: FeeEngine, rule: FeeExpressionSubject): Promise<void> {
   try {
-    engine.dryRun(rule.expression, {
+    await engine.dryRun(rule.expression, {
       operationType: rule.operationType,
       amount: TRIAL_AMOUNT_SATANG,
       currency: 'THB',

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { COMPILED_RULES_MAX_DEFAULT, CompiledRuleCache } from './compiled-rule-cache.js';
 import { FeeEvaluationError } from './fee-evaluation-error.js';
-import { compareRules, type FeeRule, type FeeTiming, metadataTags, ruleApplies } from './fee-rule.js';
+import { compareRules, FEE_TIMINGS, type FeeRule, type FeeTiming, metadataTags, ruleApplies } from './fee-rule.js';
 import { type FeeSplit, floorAndSum, sumSplits } from './fee-splits.js';
 import { createFeeSandbox, type FeeExpressionInput, type FeeSandboxOptions, type RawFeeSplit } from './sandbox.js';
 
@@ -28,7 +28,12 @@ export type FeeResult = {
 
 export type DryRunResult = { readonly splits: FeeSplit[]; readonly totalFee: bigint };
 
-export type FeeEngine = {
+/**
+ * The fee calculation on this thread's own sandbox. The service runs it inside the fee workers
+ * (fee-worker-pool.ts), where a runaway evaluation can be killed; tests of the arithmetic use it
+ * directly.
+ */
+export type LocalFeeEngine = {
   /** Throws FeeEvaluationError (with ruleId) when any applicable rule fails: no partial fees. */
   calculateFees(rules: readonly FeeRule[], context: FeeContext): FeeResult;
   /** For POST /admin/fee-rules/dry-run: one expression, not cached. Throws FeeEvaluationError. */
@@ -36,12 +41,20 @@ export type FeeEngine = {
   dispose(): void;
 };
 
-export type FeeEngineOptions = FeeSandboxOptions & {
+export type LocalFeeEngineOptions = FeeSandboxOptions & {
   /** Compiled expressions kept between requests. */
   compiledRulesMax?: number;
 };
 
-export async function createFeeEngine(options: FeeEngineOptions = {}): Promise<FeeEngine> {
+/** True when at least one rule applies to the context: otherwise the result is known without evaluating anything. */
+export function anyRuleApplies(rules: readonly FeeRule[], context: FeeContext): boolean {
+  const tags = metadataTags(context.metadata);
+  return rules.some((rule) => FEE_TIMINGS.some((timing) => ruleApplies(rule, timing, context.operationType, tags)));
+}
+
+export const NO_FEES: FeeResult = Object.freeze({ preFee: 0n, postFee: 0n, preSplits: [], postSplits: [], splits: [] });
+
+export async function createLocalFeeEngine(options: LocalFeeEngineOptions = {}): Promise<LocalFeeEngine> {
   const { compiledRulesMax = COMPILED_RULES_MAX_DEFAULT, ...sandboxOptions } = options;
   const sandbox = await createFeeSandbox(sandboxOptions);
   const cache = new CompiledRuleCache(sandbox, compiledRulesMax);

@@ -1,7 +1,10 @@
 export { ACCOUNT_LENGTH_MAX, EXPRESSION_LENGTH_MAX, SPLITS_PER_EXPRESSION_MAX } from './sandbox.js';
 export { COMPILED_RULES_MAX_DEFAULT, CompiledRuleCache } from './compiled-rule-cache.js';
-export { createFeeEngine } from './fee-engine.js';
-export type { DryRunResult, FeeContext, FeeEngine, FeeEngineOptions, FeeResult } from './fee-engine.js';
+export { anyRuleApplies, createLocalFeeEngine, NO_FEES } from './fee-engine.js';
+export type { DryRunResult, FeeContext, FeeResult, LocalFeeEngine, LocalFeeEngineOptions } from './fee-engine.js';
+export { createFeeEngine, FEE_WORKERS_DEFAULT } from './pooled-fee-engine.js';
+export type { FeeEngine, FeeEngineOptions } from './pooled-fee-engine.js';
+export { FEE_QUEUE_MAX, FEE_WALL_LIMIT_MS, FeePoolBusyError } from './fee-worker-pool.js';
 export { FEE_EVALUATION_REASONS, FeeEvaluationError } from './fee-evaluation-error.js';
 export type { FeeEvaluationReason } from './fee-evaluation-error.js';
 export { FEE_TIMINGS, compareRules, metadataTags, ruleApplies } from './fee-rule.js';

@@ -7,7 +7,7 @@ import type { Ledger } from '../../ledger/ledger.js';
 import type { AccountLookup, AccountRecord } from '../accounts.js';
 import { ApiError, apiError, assertNever } from '../errors.js';
 import { type ConfigSnapshot, feeRulesOf } from '../config-cache.js';
-import type { FeeEngine, FeeResult } from '../fees/index.js';
+import { type FeeEngine, type FeeResult, NO_FEES } from '../fees/index.js';
 import { applicableLimitRules, type LimitRule, limitChecks, loadLimitRules } from '../limits.js';
 import type { Logger } from '../logger.js';
 import { type Channel, type IntentStatus, transitAccountName } from '../model.js';
@@ -140,7 +140,6 @@ async function validateAndPersist(deps: IntentDeps, input: CreateIntentInput, fi
   });
 }
 
-const NO_FEES: FeeResult = { preFee: 0n, postFee: 0n, preSplits: [], postSplits: [], splits: [] };
 
 function fingerprintOf(request: IntentRequest, actor: number): string {
   return createHash('sha256').update(requestFingerprint(request, actor)).digest('hex');

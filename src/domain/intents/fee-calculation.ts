@@ -1,7 +1,7 @@
 import type { Sql } from '../../adapters/database.js';
 import type { AccountLookup } from '../accounts.js';
 import { apiError } from '../errors.js';
-import { type FeeEngine, FeeEvaluationError, type FeeResult, type FeeRule } from '../fees/index.js';
+import { type FeeEngine, FeeEvaluationError, FeePoolBusyError, type FeeResult, type FeeRule } from '../fees/index.js';
 import type { MoneyLeg } from './money-path.js';
 
 /** Active rules of one operation type, read per request: a rule change applies to the next intent. */
@@ -46,9 +46,10 @@ export async function calculateFees(
 ): Promise<FeeResult> {
   const rules = cachedRules ?? (await loadFeeRules(sql, context.operationType));
   try {
-    return fees.calculateFees(rules, context);
+    return await fees.calculateFees(rules, context);
   } catch (error) {
     if (error instanceof FeeEvaluationError) throw apiError('EVAL_ERROR', error.message);
+    if (error instanceof FeePoolBusyError) throw apiError('SERVICE_UNAVAILABLE', error.message);
     throw error;
   }
 }

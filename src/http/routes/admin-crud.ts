@@ -37,7 +37,7 @@ export interface CrudSpec<Rec> {
   /** Checks of the body that a schema cannot express (a regular expression that compiles). */
   readonly checkInput?: (input: Input) => void;
   /** Checks of the record as written, inside the transaction (the fee expression); `input` is the body. */
-  readonly checkRecord?: (record: Rec, input: Input) => void;
+  readonly checkRecord?: (record: Rec, input: Input) => void | Promise<void>;
 }
 
 /**

@@ -54,8 +54,8 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminDeps): Promis
     params: IdParams,
     // Turning a broken rule off must stay possible; anything that leaves it active, or a new
     // expression, is checked.
-    checkRecord: (rule, input) => {
-      if (rule.active || input.expression !== undefined) checkFeeExpression(engine, rule);
+    checkRecord: async (rule, input) => {
+      if (rule.active || input.expression !== undefined) await checkFeeExpression(engine, rule);
     },
   });
   crudRoutes(app, db, {

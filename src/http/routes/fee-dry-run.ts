@@ -39,7 +39,7 @@ export function feeDryRunRoutes(app: FastifyInstance, deps: { fees: FeeEngine })
         context: { operationType: string; amount: number; currency: string; metadata?: Record<string, unknown> };
       };
       try {
-        const result = deps.fees.dryRun(expression, { ...context, amount: BigInt(context.amount), metadata: context.metadata ?? {} });
+        const result = await deps.fees.dryRun(expression, { ...context, amount: BigInt(context.amount), metadata: context.metadata ?? {} });
         return {
           splits: result.splits.map((split) => ({ account: split.account, amount: split.amount.toString() })),
           totalFee: result.totalFee.toString(),

@@ -1,0 +1,26 @@
+import { parentPort, workerData } from 'node:worker_threads';
+import { createLocalFeeEngine, type LocalFeeEngineOptions } from './fee-engine.js';
+import { FeeEvaluationError } from './fee-evaluation-error.js';
+import { type FeeJobAnswer, type FeeJobRequest, WORKER_READY } from './fee-worker-messages.js';
+
+/**
+ * A fee worker thread: its own QuickJS sandbox and compiled-rule cache, one job at a time. The
+ * main thread kills it when a job overruns (fee-worker-pool.ts), whatever the expression is doing.
+ */
+const port = parentPort;
+if (port === null) throw new Error('fee-worker.js runs as a worker thread');
+const engine = await createLocalFeeEngine(workerData as LocalFeeEngineOptions);
+
+function answer(job: FeeJobRequest): FeeJobAnswer {
+  try {
+    const result = job.kind === 'fees' ? engine.calculateFees(job.rules, job.context) : engine.dryRun(job.expression, job.context);
+    return { id: job.id, ok: true, result };
+  } catch (error) {
+    if (error instanceof FeeEvaluationError) return { id: job.id, ok: false, failure: { reason: error.reason, message: error.message, ruleId: error.ruleId } };
+    // Any other failure is a bug of ours, not of the rule: reported as such, never as a rule's fault.
+    return { id: job.id, ok: false, failure: { reason: 'exception', message: `fee worker failed: ${String(error)}`, ruleId: undefined } };
+  }
+}
+
+port.on('message', (job: FeeJobRequest) => port.postMessage(answer(job)));
+port.postMessage(WORKER_READY);
