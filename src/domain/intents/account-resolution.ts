@@ -4,7 +4,15 @@ import { parseAccountName, userWalletName } from '../account-names.js';
 import { type AccountLookup, type AccountRecord, findAccount } from '../accounts.js';
 import { apiError } from '../errors.js';
 import { assertNever } from '../errors.js';
+import type { AccountType } from '../model.js';
 import type { IntentRequest } from './intent-request.js';
+
+/**
+ * What toLedgerAccountId may name: a wallet that receives payments. Every other account (transit,
+ * revenue, nostro, equity, settlement, service) is moved only by the operation table or by an
+ * override with its own permission (docs/SECURITY.md §6).
+ */
+const LEDGER_ID_TARGET_TYPES: readonly AccountType[] = ['USER_WALLET', 'MERCHANT_WALLET', 'AGENT_WALLET'];
 
 export interface ResolvedAccounts {
   /** null only for an invoice before its confirm. */
@@ -91,6 +99,9 @@ export async function resolveAccounts(sql: Sql, lookup: AccountLookup, request: 
   if (request.toLedgerAccountId !== undefined && request.toAccountName === undefined) {
     to = await findAccount(sql, request.toLedgerAccountId);
     if (to === null) throw apiError('ACCOUNT_NOT_FOUND', `no account with ledger id ${request.toLedgerAccountId}`);
+    if (!LEDGER_ID_TARGET_TYPES.includes(to.accountType)) {
+      throw apiError('FORBIDDEN', 'toLedgerAccountId must name a user, merchant or agent wallet');
+    }
   }
   const toName = to?.accountName ?? request.toAccountName ?? defaults.to;
   if (toName === null) throw apiError('BAD_REQUEST', `${request.operationType} needs a destination account`);
