@@ -199,7 +199,8 @@ const UNSTORABLE_STRINGS = ['\ud800', '\udfff', 'a\udc00b', 'ends in half a pair
 /** Past the service's limit of 32 levels, far below the body limit. */
 const DEEP_OBJECT_LEVELS = 40;
 const nested = (levels: number, wrap: (inner: unknown) => unknown): unknown => Array.from({ length: levels }).reduce<unknown>((inner) => wrap(inner), 'deep');
-const DEEP_VALUES = [nested(DEEP_OBJECT_LEVELS, (inner) => ({ a: inner })), nested(DEEP_OBJECT_LEVELS, (inner) => [inner])] as const;
+const DEEP_RECORD: Record<string, unknown> = { a: nested(DEEP_OBJECT_LEVELS - 1, (inner) => ({ a: inner })) };
+const DEEP_VALUES = [DEEP_RECORD, nested(DEEP_OBJECT_LEVELS, (inner) => [inner])] as const;
 /** Numbers int4, int8 and numeric columns cannot hold, and spellings a coercing parser might take. */
 const OUT_OF_RANGE_NUMBERS = ['2147483648', '9223372036854775807', '9223372036854775808', '-9223372036854775809', '99999999999999999999', '1e400', '-1e400', 'NaN', 'Infinity', '+1', '0x10'] as const;
 /** Instants RFC 3339 allows that JavaScript or PostgreSQL cannot hold, and the edges of the range. */
@@ -262,7 +263,8 @@ function schemaValue(schema: JsonSchema, depth: number): fc.Arbitrary<unknown> {
 
 function objectValue(schema: JsonSchema, depth: number): fc.Arbitrary<Record<string, unknown>> {
   const props = Object.entries(schema.properties ?? {});
-  if (props.length === 0) return fc.dictionary(fc.string({ maxLength: 8 }), hostileScalar, { maxKeys: 3 });
+  // A free-form object (metadata, a policy condition) is where deep nesting gets furthest.
+  if (props.length === 0) return fc.oneof({ weight: 4, arbitrary: fc.dictionary(fc.string({ maxLength: 8 }), hostileScalar, { maxKeys: 3 }) }, { weight: 1, arbitrary: fc.constant(DEEP_RECORD) });
   const required = new Set(schema.required ?? []);
   // A required field is still left out now and then, and an unknown one added: both must be refused cleanly.
   return fc
@@ -452,6 +454,7 @@ const OPERATION_TYPES = ['P2P_TRANSFER', 'PSPX_WITHDRAWAL', 'THAI_QR_PAY', 'WITH
 const userRef = fc.constantFrom<unknown>(...USERS, MERCHANT, 0, -1, 999_999, '7201', 1.5);
 const metadataValue: fc.Arbitrary<unknown> = fc.oneof(
   fc.constant({}),
+  fc.constant(DEEP_RECORD),
   fc.record({ ipps: fc.record({ receiverType: fc.constantFrom('MSISDN', 'BANKAC', 'BILLERID', 'NATID', 'EWALLETID', 'BOGUS', 1), receiverAccount: fc.constantFrom('0810000001', '0810009999', '0810009998', "'; DROP TABLE x;--", ''), receiverBank: fc.option(fc.constantFrom('004', '', 7), { nil: undefined }) }, { requiredKeys: ['receiverType'] }) }),
   fc.record({ customerUserId: userRef, merchantId: userRef }, { requiredKeys: [] }),
   fc.record({ recipientUserId: userRef }),
@@ -503,6 +506,14 @@ const intentFieldValue: Readonly<Record<(typeof INTENT_FIELDS)[number], fc.Arbit
   comment: fc.constantFrom<unknown>('hi', 'x'.repeat(501), '\u0000', 'ภาษาไทย', ...UNSTORABLE_STRINGS),
   fromName: fc.oneof(fc.string({ maxLength: 10 }), fc.constantFrom(...UNSTORABLE_STRINGS)),
 };
+/** Added to an otherwise valid payment: text no column holds, or nesting past the limit, where the payment would pass without it. */
+const unstorableIntentFields: fc.Arbitrary<Record<string, unknown>> = fc.oneof(
+  fc.constantFrom(...UNSTORABLE_STRINGS).map((comment) => ({ comment })),
+  fc.constantFrom(...UNSTORABLE_STRINGS).map((toName) => ({ toName })),
+  fc.constantFrom(...UNSTORABLE_STRINGS).map((key) => ({ metadata: { [key]: 1 } })),
+  fc.constantFrom(...UNSTORABLE_STRINGS).map((tag) => ({ metadata: { note: [tag] } })),
+  fc.constant({ metadata: DEEP_RECORD }),
+);
 const intentBody: fc.Arbitrary<unknown> = fc.oneof(
   {
     weight: 10,
@@ -516,9 +527,15 @@ const intentBody: fc.Arbitrary<unknown> = fc.oneof(
         key: fc.uuid({ version: 4 }),
         mutations: fc.array(fc.tuple(fc.constantFrom(...INTENT_FIELDS), fc.integer({ min: 0, max: 1 })), { maxLength: 2 }),
         live: fc.boolean(),
+        unstorable: fc.oneof({ weight: 5, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: unstorableIntentFields }),
       })
       .chain((r) => {
-        const base: Record<string, unknown> = { idempotencyKey: r.key, ...validIntentBody(r.operationType, r.payer, r.other, r.amount, r.receiver), ...(r.live ? { live: true } : {}) };
+        const base: Record<string, unknown> = {
+          idempotencyKey: r.key,
+          ...validIntentBody(r.operationType, r.payer, r.other, r.amount, r.receiver),
+          ...(r.live ? { live: true } : {}),
+          ...r.unstorable,
+        };
         // Half the mutations drop a field, half replace it with one of its hostile values.
         const replaced = r.mutations.filter(([, drop]) => drop === 0).map(([field]) => field);
         for (const [field, drop] of r.mutations) if (drop === 1) delete base[field];

@@ -114,6 +114,12 @@ describe('text PostgreSQL cannot store is 422 VALIDATION_ERROR wherever it is', 
     );
   });
 
+  it('a length is counted in characters, as the column counts it: 500 astral characters fit comment, 501 do not', async () => {
+    const fits = await t.call('POST', '/intents', { user: PAYER, body: p2p({ comment: '🙂'.repeat(500) }) });
+    expect(fits.statusCode, fits.body).toBe(201);
+    await expectRefused(() => t.call('POST', '/intents', { user: PAYER, body: p2p({ comment: '🙂'.repeat(501) }) }));
+  });
+
   it('well-formed text in every script, astral characters included, is stored as sent', async () => {
     const comment = 'ภาษาไทย 🙂 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 \u202e';
     const res = await t.call('POST', '/intents', { user: PAYER, body: p2p({ comment, metadata: { '🙂': ['ok'] } }) });
