@@ -198,6 +198,18 @@ describe('numbers and instants out of range in paths and queries are 422 VALIDAT
   });
 });
 
+describe('the headers that reach SQL are read into integers first', () => {
+  it.each(['9223372036854775808', '99999999999999999999', '-1', '1e3', '+7', '0x10', '\u0661'])('X-User-Id %s', async (user) => {
+    await expectRefused(() => t.call('POST', '/intents', { user, body: p2p() }), 400, 'BAD_REQUEST');
+    await expectRefused(() => t.call('POST', '/accounts', { user, body: { userId: PAYER, currency: 'THB' } }));
+  });
+
+  it.each(['2147483648', 'W/"9223372036854775808"', '-1', '1e3'])('If-Match %s on a confirm', async (ifMatch) => {
+    const body = { payerLedgerAccountId: ledgerAccountId(`user.${PAYER}.THB`), payerUserId: PAYER, idempotencyKey: randomUUID() };
+    await expectRefused(() => t.call('POST', `/intents/${randomUUID()}/confirm`, { user: PAYER, body, headers: { 'if-match': ifMatch } }), 400);
+  });
+});
+
 describe('a listing cursor the service did not issue is 422 VALIDATION_ERROR', () => {
   const cursorOf = (text: string) => Buffer.from(text).toString('base64url');
   const id = '0190f6f4-6bd1-7c2e-9d2a-3c1e7b9a0a11';
