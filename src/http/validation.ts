@@ -28,6 +28,8 @@ function makeAjv(options: Options): Ajv {
   const ajv = new Ajv({ allErrors: false, useDefaults: true, removeAdditional: false, strict: false, ...options });
   addFormats.default(ajv);
   ajv.addFormat('date-time', { type: 'string', validate: isStorableInstant });
+  // ajv-formats also takes `urn:uuid:…`, which PostgreSQL's uuid refuses (a 500 on every intent id).
+  ajv.addFormat('uuid', /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i);
   return ajv;
 }
 

@@ -300,6 +300,8 @@ function paramValue(route: Route, name: string, fx: Fixtures): fc.Arbitrary<stri
   if (name === 'id' && route.pattern.includes('/intents/')) {
     const streaming = route.pattern.endsWith('/stream');
     known.push(...fx.intentIds.filter((id) => !(streaming && fx.openIntentIds.has(id))));
+    // The URN form RFC 4122 allows and PostgreSQL's uuid does not read.
+    known.push(...fx.intentIds.map((id) => `urn:uuid:${id}`));
   } else if (name === 'id') {
     known.push('1', '2', '3', '0', '-1', '1.5', '1e3', ...OUT_OF_RANGE_NUMBERS);
   } else if (name === 'serviceId') {
@@ -498,7 +500,7 @@ const intentFieldValue: Readonly<Record<(typeof INTENT_FIELDS)[number], fc.Arbit
   currency: fc.constantFrom<unknown>('USD', 'thb', 'TH', '€€€', 1),
   metadata: metadataValue,
   recipientUserId: userRef,
-  toLedgerAccountId: fc.constantFrom<unknown>(ledgerAccountId(MERCHANT_ACCOUNT), ledgerAccountId(`user.${USERS[1]}.THB`), '00000000-0000-4000-8000-000000000000', 'x', ...NOT_WALLET_LEDGER_IDS),
+  toLedgerAccountId: fc.constantFrom<unknown>(ledgerAccountId(MERCHANT_ACCOUNT), ledgerAccountId(`user.${USERS[1]}.THB`), '00000000-0000-4000-8000-000000000000', 'x', `urn:uuid:${ledgerAccountId(`user.${USERS[1]}.THB`)}`, ...NOT_WALLET_LEDGER_IDS),
   fromAccountName: fc.constantFrom<unknown>(...HOSTILE_STRINGS.slice(0, 16), `user.${USERS[2]}.THB`, 'system.equity.THB', `user.${USERS[0]}.THB\nsystem.equity.THB`, `xuser.${USERS[0]}.THB`, `user.${USERS[0]}.THBx`),
   toAccountName: fc.constantFrom<unknown>(`user.${USERS[3]}.THB`, MERCHANT_ACCOUNT, 'system.revenue.THB', "merchant.1.THB' OR 1=1--"),
   externalRef: fc.constantFrom<unknown>('ref-1', 'x'.repeat(101), "'; --", 5),

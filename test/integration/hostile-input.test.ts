@@ -198,6 +198,20 @@ describe('numbers and instants out of range in paths and queries are 422 VALIDAT
   });
 });
 
+describe('an id PostgreSQL cannot read as a uuid is a schema error', () => {
+  const urn = `urn:uuid:${randomUUID()}`;
+  it.each([
+    ['GET', `/intents/${urn}`, { user: PAYER }, undefined, 422],
+    ['GET', `/intents/${urn}/events`, { user: PAYER }, undefined, 422],
+    ['GET', `/admin/intents/${urn}`, ADMIN, undefined, 422],
+    ['POST', `/admin/intents/${urn}/resolve`, ADMIN, { resolution: 'FAILED' }, 422],
+    ['POST', `/intents/${urn}/cancel`, { user: PAYER }, {}, 422],
+    ['POST', `/intents/${urn}/confirm`, { user: PAYER }, { payerLedgerAccountId: ledgerAccountId(`user.${PAYER}.THB`), payerUserId: PAYER, idempotencyKey: randomUUID() }, 400],
+  ] as const)('%s %s (the URN form was a 500)', async (method, path, who, body, status) => {
+    await expectRefused(() => t.call(method, path, { ...who, ...(body === undefined ? {} : { body }) }), status);
+  });
+});
+
 describe('the headers that reach SQL are read into integers first', () => {
   it.each(['9223372036854775808', '99999999999999999999', '-1', '1e3', '+7', '0x10', '\u0661'])('X-User-Id %s', async (user) => {
     await expectRefused(() => t.call('POST', '/intents', { user, body: p2p() }), 400, 'BAD_REQUEST');
