@@ -1,5 +1,5 @@
 /**
- * Input that passes a JSON schema but that the database, JSON.stringify or the ledger cannot take
+ * Input that passes a JSON schema but that PostgreSQL or JSON.stringify cannot take
  * (docs/SECURITY.md §6). Checked once per request part, before its schema, for every route.
  */
 
@@ -33,7 +33,7 @@ function visit(value: unknown, level: number): InputIssue | null {
     case 'object':
       if (value === null) return null;
       if (level > JSON_DEPTH_MAX) return { instancePath: '', message: `must not nest deeper than ${JSON_DEPTH_MAX} levels` };
-      return Array.isArray(value) ? visitItems(value, level) : visitFields(value as Record<string, unknown>, level);
+      return Array.isArray(value) ? visitItems(value, level) : visitFields(Object.entries(value), level);
     default:
       return null;
   }
@@ -47,11 +47,11 @@ function visitItems(items: readonly unknown[], level: number): InputIssue | null
   return null;
 }
 
-function visitFields(fields: Record<string, unknown>, level: number): InputIssue | null {
-  for (const key of Object.keys(fields)) {
+function visitFields(fields: ReadonlyArray<readonly [string, unknown]>, level: number): InputIssue | null {
+  for (const [key, field] of fields) {
     // Reported at the object: the key itself is what cannot be printed or stored.
     if (!isStorableText(key)) return { instancePath: '', message: 'must not have a property name with a lone UTF-16 surrogate or a NUL character' };
-    const issue = visit(fields[key], level + 1);
+    const issue = visit(field, level + 1);
     if (issue !== null) return within(key, issue);
   }
   return null;
