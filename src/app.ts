@@ -14,7 +14,6 @@ import { consoleRoutes } from './http/routes/console.js';
 import { BODY_LIMIT_BYTES, registerAuth } from './http/plugins/auth.js';
 import { frameworkErrors, registerErrorHandling } from './http/plugins/errors.js';
 import { registerOpenApi } from './http/plugins/openapi.js';
-import { registerInputGuard } from './http/plugins/input-guard.js';
 import { Throttle } from './http/plugins/throttle.js';
 import { createTokenBuckets } from './adapters/token-buckets.js';
 import { accountRoutes } from './http/routes/accounts.js';
@@ -89,7 +88,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const metrics = deps.metrics ?? createMetrics({ sql: deps.db });
   const throttle = new Throttle(createTokenBuckets(shared), metrics, app.log, deps.config.authFailureBurst);
   registerAuth(app, { sql: deps.db, config: configCache, secrets: deps.secrets, adminToken: deps.config.adminToken, shared, throttle });
-  registerInputGuard(app);
   await registerOpenApi(app, VERSION);
   metricsRoutes(app, { metrics, token: deps.config.metricsToken });
 

@@ -1,7 +1,24 @@
-import assert from 'node:assert/strict';
 import { Ajv, type Options } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { FastifySchemaCompiler } from 'fastify';
+import { unstorableInput } from './unstorable-input.js';
+
+/** ajv-formats' own date-time check (calendar days, offsets), kept apart from the stricter one below. */
+const isRfc3339DateTime = addFormats.default(new Ajv(), ['date-time']).compile({ type: 'string', format: 'date-time' });
+
+/** Years 0001 to 9999: what both JavaScript and PostgreSQL read the same way from the text. */
+const INSTANT_MS_MIN = Date.parse('0001-01-01T00:00:00Z');
+const INSTANT_MS_MAX = Date.parse('9999-12-31T23:59:59.999Z');
+
+/**
+ * RFC 3339 allows a leap second (23:59:60), which Date cannot hold, and year 0000, which
+ * PostgreSQL cannot: both reached SQL as a 500. A date-time here is one both can read.
+ */
+function isStorableInstant(text: string): boolean {
+  if (!isRfc3339DateTime(text) || text.startsWith('0000')) return false;
+  const ms = Date.parse(text);
+  return ms >= INSTANT_MS_MIN && ms <= INSTANT_MS_MAX;
+}
 
 /**
  * Bodies are validated strictly (a JSON string is never taken for a number, unknown fields are
@@ -10,34 +27,32 @@ import type { FastifySchemaCompiler } from 'fastify';
 function makeAjv(options: Options): Ajv {
   const ajv = new Ajv({ allErrors: false, useDefaults: true, removeAdditional: false, strict: false, ...options });
   addFormats.default(ajv);
-  narrowDateTime(ajv);
+  ajv.addFormat('date-time', { type: 'string', validate: isStorableInstant });
+  // ajv-formats also takes `urn:uuid:…`, which PostgreSQL's uuid refuses (a 500 on every intent id).
+  ajv.addFormat('uuid', /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i);
   return ajv;
 }
 
-/** UTC offsets on Earth run from -12:00 to +14:00; PostgreSQL refuses offsets past ±15:59. */
-const OFFSET_HOURS_MAX = 14;
-const DATE_TIME_PARTS = /^(\d{4})-.*(?:[Zz]|[+-](\d{2}):\d{2})$/;
-
 /**
- * RFC 3339 allows year 0000 and offsets up to ±23:59, which PostgreSQL's timestamptz refuses
- * (there is no year 0): such a value is the client's error, refused here rather than by the
- * database with a 500 (docs/SECURITY.md §6).
+ * Every request part with a schema is first searched for what no schema expresses: text the
+ * database cannot store, non-finite numbers and deep nesting (unstorable-input.ts). Its refusal
+ * is a schema error like any other, so the route's validation status applies.
  */
-function narrowDateTime(ajv: Ajv): void {
-  const rfc3339 = ajv.formats['date-time'];
-  assert.ok(typeof rfc3339 === 'object' && 'validate' in rfc3339 && typeof rfc3339.validate === 'function', 'ajv-formats defines date-time');
-  const validRfc3339 = rfc3339.validate as (text: string) => boolean;
-  ajv.addFormat('date-time', {
-    type: 'string',
-    validate: (text: string) => {
-      const parts = DATE_TIME_PARTS.exec(text);
-      return validRfc3339(text) && parts !== null && Number(parts[1]) >= 1 && Number(parts[2] ?? 0) <= OFFSET_HOURS_MAX;
-    },
-  });
-}
-
 export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
   const bodyAjv = makeAjv({ coerceTypes: false });
   const textAjv = makeAjv({ coerceTypes: true });
-  return ({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : textAjv).compile(schema as object);
+  return ({ schema, httpPart }) => {
+    const validate = (httpPart === 'body' ? bodyAjv : textAjv).compile(schema as object);
+    const checked: ReturnType<FastifySchemaCompiler<unknown>> = (data: unknown) => {
+      const issue = unstorableInput(data);
+      if (issue !== null) {
+        checked.errors = [{ keyword: 'storable', schemaPath: '#', params: {}, ...issue }];
+        return false;
+      }
+      const valid = validate(data);
+      checked.errors = validate.errors ?? null;
+      return valid;
+    };
+    return checked;
+  };
 }

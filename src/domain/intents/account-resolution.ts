@@ -4,7 +4,15 @@ import { parseAccountName, userWalletName } from '../account-names.js';
 import { type AccountLookup, type AccountRecord, findAccount } from '../accounts.js';
 import { apiError } from '../errors.js';
 import { assertNever } from '../errors.js';
+import type { AccountType } from '../model.js';
 import type { IntentRequest } from './intent-request.js';
+
+/**
+ * What toLedgerAccountId may name: a wallet that receives payments. Every other account (transit,
+ * revenue, nostro, equity, settlement, service) is moved only by the operation table or by an
+ * override with its own permission (docs/SECURITY.md §6).
+ */
+const LEDGER_ID_TARGET_TYPES: readonly AccountType[] = ['USER_WALLET', 'MERCHANT_WALLET', 'AGENT_WALLET'];
 
 export interface ResolvedAccounts {
   /** null only for an invoice before its confirm. */
@@ -80,9 +88,6 @@ export function checkOverridePermissions(request: IntentRequest, permissions: Pe
   }
 }
 
-/** What toLedgerAccountId may name: the wallets a payment is for. */
-const LEDGER_ID_TARGET_TYPES: ReadonlySet<string> = new Set(['USER_WALLET', 'MERCHANT_WALLET', 'AGENT_WALLET']);
-
 /**
  * Names from the operation table, replaced by overrides; both must exist in the account map
  * (422 ACCOUNT_NOT_FOUND), and a name that follows no account pattern is a 400.
@@ -94,8 +99,9 @@ export async function resolveAccounts(sql: Sql, lookup: AccountLookup, request: 
   if (request.toLedgerAccountId !== undefined && request.toAccountName === undefined) {
     to = await findAccount(sql, request.toLedgerAccountId);
     if (to === null) throw apiError('ACCOUNT_NOT_FOUND', `no account with ledger id ${request.toLedgerAccountId}`);
-    // A ledger id can name any account, transit and system ones too; paying into those is for the ADMIN channel (docs/SECURITY.md §6).
-    if (!LEDGER_ID_TARGET_TYPES.has(to.accountType)) throw apiError('FORBIDDEN', 'toLedgerAccountId must name a user, merchant or agent wallet');
+    if (!LEDGER_ID_TARGET_TYPES.includes(to.accountType)) {
+      throw apiError('FORBIDDEN', 'toLedgerAccountId must name a user, merchant or agent wallet');
+    }
   }
   const toName = to?.accountName ?? request.toAccountName ?? defaults.to;
   if (toName === null) throw apiError('BAD_REQUEST', `${request.operationType} needs a destination account`);

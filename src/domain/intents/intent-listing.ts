@@ -35,25 +35,29 @@ export interface IntentPage {
   readonly nextCursor: string | null;
 }
 
-const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const CURSOR_PATTERN = /^(0|[1-9][0-9]{0,17})\.([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/;
+/**
+ * The last microsecond of year 9999: any cursor we issue is far below, and the timestamp SQL
+ * builds from it stays inside PostgreSQL's range (a larger one was a 500, "out of range").
+ */
+const CURSOR_TIME_US_MAX = 253_402_300_799_999_999n;
 
 /** Opaque to clients: base64url of `createdAtMicroseconds.id`. */
 export function encodeCursor(cursor: Cursor): string {
   return Buffer.from(`${cursor.createdAtUs}.${cursor.id}`).toString('base64url');
 }
 
-/** The last microsecond of year 9999: no intent is created later, and PostgreSQL's bigint and timestamp both hold it. */
-const CREATED_AT_US_MAX = 253_402_300_799_999_999n;
-
 /**
- * null when the text is not a cursor this service issued: it must be the exact encoding of a
- * position that can exist, so a crafted one never reaches SQL out of range (docs/SECURITY.md §6).
+ * null when the text is not a cursor this service issues: exactly the bytes encodeCursor writes
+ * (no padding, no other alphabet, no trailing text), a time in range and a lower-case UUID.
+ * A cursor names only a position in a listing its bearer may read whole, so the format is the
+ * check; there is nothing to forge (docs/SECURITY.md §6).
  */
 export function decodeCursor(text: string): Cursor | null {
-  const match = /^(0|[1-9]\d{0,17})\.(.+)$/.exec(Buffer.from(text, 'base64url').toString('utf8'));
-  if (match?.[1] === undefined || match[2] === undefined || !UUID_PATTERN.test(match[2])) return null;
+  const match = CURSOR_PATTERN.exec(Buffer.from(text, 'base64url').toString('latin1'));
+  if (match?.[1] === undefined || match[2] === undefined) return null;
   const cursor = { createdAtUs: BigInt(match[1]), id: match[2] };
-  if (cursor.createdAtUs > CREATED_AT_US_MAX || encodeCursor(cursor) !== text) return null;
+  if (cursor.createdAtUs > CURSOR_TIME_US_MAX || encodeCursor(cursor) !== text) return null;
   return cursor;
 }
 

@@ -134,7 +134,7 @@ export function adminIntentRoutes(app: FastifyInstance, deps: { readonly db: Dat
     },
     async (request) => {
       const query = request.query as ListQueryValue;
-      if (query.cursor !== undefined && decodeCursor(query.cursor) === null) throw apiError('VALIDATION_ERROR', 'cursor: not a cursor of this listing');
+      if (query.cursor !== undefined && decodeCursor(query.cursor) === null) throw apiError('VALIDATION_ERROR', 'querystring.cursor: not a cursor this listing issued');
       const page = await listIntents(deps.db, filterOf(query), { limit: query.limit, cursor: query.cursor ?? null });
       return { intents: page.intents.map(adminIntentView), nextCursor: page.nextCursor };
     },
