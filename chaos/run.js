@@ -48,8 +48,8 @@ const REQUEST_TIMEOUT_MS = 15_000;
 const FAULT_GAP_MS = [8_000, 20_000];
 /** How long a slowed or failing provider stays so. */
 const PROVIDER_FAULT_MS = 8_000;
-/** After the workload: time for the workers to finish everything in flight. */
-const QUIET_MS_MAX = 600_000;
+/** After the workload, the workers are judged stuck when no intent has become final for this long. */
+const QUIET_MS_MAX = 120_000;
 /** Intents whose final status is also read through GET /intents/{id}. */
 const API_SPOT_CHECKS = 200;
 const USERS = Array.from({ length: 12 }, (_, i) => 9001 + i);
@@ -463,15 +463,34 @@ async function statusOf(id) {
   return res.status === 200 ? res.body.status : null;
 }
 
-/** Waits until nothing is left but final intents and MANUAL_REVIEW; resolves those by what the provider paid. */
-async function settleEverything() {
-  const deadline = Date.now() + QUIET_MS_MAX;
+/**
+ * Polls until `done` holds, giving up only when the count of intents still to go has not fallen
+ * for QUIET_MS_MAX: the backlog the workers drain grows with the workload's throughput, so a
+ * fixed deadline would end a run whose workers are still making progress.
+ */
+async function waitWhileProgressing(done, stillToGo) {
   let current = await statuses();
-  while ([...current.values()].some((s) => !FINAL.has(s) && s !== 'MANUAL_REVIEW')) {
-    if (Date.now() > deadline) break;
+  let fewest = stillToGo(current);
+  let progressAt = Date.now();
+  while (!done(current)) {
+    if (Date.now() - progressAt > QUIET_MS_MAX) break;
     await sleep(1_000);
     current = await statuses();
+    const left = stillToGo(current);
+    if (left < fewest) {
+      fewest = left;
+      progressAt = Date.now();
+    }
   }
+  return current;
+}
+
+const pendingCount = (current, alsoDone = () => false) => [...current.values()].filter((s) => !FINAL.has(s) && !alsoDone(s)).length;
+
+/** Waits until nothing is left but final intents and MANUAL_REVIEW; resolves those by what the provider paid. */
+async function settleEverything() {
+  const workersQuiet = (current) => pendingCount(current, (s) => s === 'MANUAL_REVIEW') === 0;
+  const current = await waitWhileProgressing(workersQuiet, (c) => pendingCount(c, (s) => s === 'MANUAL_REVIEW'));
   const report = (await simulator('GET', '/_sim/stats')).payouts;
   for (const [id, status] of current) {
     if (status !== 'MANUAL_REVIEW') continue;
@@ -479,13 +498,7 @@ async function settleEverything() {
     const res = await call('POST', `/admin/intents/${id}/resolve`, { admin: true, body: { resolution, reason: 'chaos: settled from the provider report' } });
     if (res.status === 200) figures.manualReviewResolved += 1;
   }
-  const resolvedBy = Date.now() + QUIET_MS_MAX;
-  while ([...current.values()].some((s) => !FINAL.has(s))) {
-    if (Date.now() > resolvedBy) break;
-    await sleep(1_000);
-    current = await statuses();
-  }
-  return current;
+  return waitWhileProgressing((c) => pendingCount(c) === 0, (c) => pendingCount(c));
 }
 
 async function verdict(final) {
