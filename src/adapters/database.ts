@@ -215,6 +215,9 @@ function openPostgres(connectionString: string): Database {
           },
         });
         const commit = client.query('COMMIT');
+        // Handled here as well: when a sent statement's failure is thrown first, nothing awaits
+        // the COMMIT, whose own failure (the connection gone) would be an unhandled rejection.
+        commit.catch(() => {});
         // A statement that failed aborted the transaction, and PostgreSQL answers the COMMIT of an
         // aborted transaction with ROLLBACK, not with an error.
         await unawaited.settle();

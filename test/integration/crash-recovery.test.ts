@@ -75,6 +75,12 @@ async function waitFor(condition: () => Promise<boolean>, timeoutMs: number, wha
   }
 }
 
+/** Open outbox jobs, as the service reads them at scrape time (its embedded database is its own while it runs). */
+async function outboxDepth(service: ServiceProcess): Promise<number> {
+  const text = await (await fetch(`${service.url}/metrics`)).text();
+  return Number(/^payorch_outbox_depth (\S+)$/m.exec(text)?.[1] ?? -1);
+}
+
 async function openServiceDatabase(): Promise<Database> {
   return openDatabase(pgUrl === undefined ? undefined : databaseUrl, dataDir);
 }
@@ -153,6 +159,9 @@ describe('crash recovery of the PSP payouts', () => {
         expect((await call(service, 'POST', `/admin/intents/${id}/resolve`, { admin: true, body: { resolution } })).status).toBe(200);
       }
       await waitFor(async () => (await Promise.all(ids.map((id) => statusOf(service, id)))).every((s) => s === 'SETTLED' || s === 'FAILED'), SETTLE_MS_MAX, 'the resolutions');
+      // A final status commits with its ledger step queued (post or void): the outbox leader runs
+      // it moments later, and the reservation is only released then.
+      await waitFor(async () => (await outboxDepth(service)) === 0, SETTLE_MS_MAX, 'the outbox to empty');
 
       for (const [index, id] of ids.entries()) {
         const status = await statusOf(service, id);
