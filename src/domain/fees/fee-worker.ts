@@ -23,4 +23,8 @@ function answer(job: FeeJobRequest): FeeJobAnswer {
 }
 
 port.on('message', (job: FeeJobRequest) => port.postMessage(answer(job)));
-port.postMessage(WORKER_READY);
+// A fresh thread's first evaluation compiles the sandbox's code paths, and its event loop is busy
+// for a while after the module ran: a job sent at once would spend its 100 ms there and be cut as
+// a runaway. So one evaluation runs first, and ready is said from a later turn of the loop.
+engine.dryRun('[]', { operationType: 'WARM_UP', amount: 0n, currency: 'THB', metadata: {} });
+setImmediate(() => port.postMessage(WORKER_READY));
