@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createFeeEngine, FEE_WALL_LIMIT_MS, FeeEvaluationError, FeePoolBusyError } from '../../src/domain/fees/index.js';
+import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
 
@@ -86,6 +87,37 @@ describe('a runaway fee rule', () => {
     });
     expect(res.statusCode, res.body).toBe(422);
     expect(res.json().error).toBe('EVAL_ERROR');
+    await expectLedgerInvariants(t.db);
+  });
+
+  it('an invoice confirm it applies to is refused, moves nothing, and leaves the invoice to be confirmed later', async () => {
+    const merchant = 7807;
+    const payer = 7808;
+    await t.call('POST', '/accounts', { service: 'admin-tool', user: 0, body: { userId: merchant, currency: 'THB', entityType: 'merchant' } });
+    await t.call('POST', '/accounts', { user: payer, body: { userId: payer, currency: 'THB' } });
+    const topUp = await t.call('POST', '/intents', { user: payer, body: { idempotencyKey: crypto.randomUUID(), operationType: 'QP_TOPUP', amount: 5_000 } });
+    expect(topUp.statusCode, topUp.body).toBe(201);
+    const stored = await t.call('POST', '/admin/fee-rules', {
+      service: 'admin-tool',
+      body: { name: 'invoice grows with metadata', operationType: 'INVOICE_PAYMENT', expression: COSTLY_RULE, timing: 'PRE' },
+    });
+    expect(stored.statusCode, stored.body).toBe(201);
+    const issued = await t.call('POST', '/intents', {
+      user: merchant,
+      body: { idempotencyKey: crypto.randomUUID(), operationType: 'INVOICE_PAYMENT', amount: 1_000, toLedgerAccountId: ledgerAccountId(`merchant.${merchant}.THB`), metadata: { sizes: HOSTILE_SIZES } },
+    });
+    expect(issued.statusCode, issued.body).toBe(201);
+    const intentId = issued.json().intentId as string;
+    const confirm = await t.call('POST', `/intents/${intentId}/confirm`, {
+      user: payer,
+      body: { payerLedgerAccountId: ledgerAccountId(`user.${payer}.THB`), payerUserId: payer, idempotencyKey: crypto.randomUUID() },
+    });
+    expect(confirm.statusCode, confirm.body).toBe(422);
+    expect(confirm.json().error).toBe('EVAL_ERROR');
+    const after = await t.call('GET', `/intents/${intentId}`, { user: merchant });
+    expect(after.json().status).toBe('CREATED');
+    const balance = await t.call('GET', `/accounts/user.${payer}.THB/balance`);
+    expect(balance.json().balance).toBe('5000');
     await expectLedgerInvariants(t.db);
   });
 

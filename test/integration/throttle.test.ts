@@ -95,6 +95,25 @@ describe('a service over its rate limit', () => {
   });
 });
 
+describe('a rate limit that cannot work', () => {
+  it.each([
+    ['zero requests per second', { requestsPerSecond: 0, burst: 1 }],
+    ['a negative rate', { requestsPerSecond: -1, burst: 1 }],
+    ['a burst of zero', { requestsPerSecond: 1, burst: 0 }],
+    ['a fractional burst', { requestsPerSecond: 1, burst: 1.5 }],
+    ['a rate as text', { requestsPerSecond: '5', burst: 1 }],
+    ['an unknown field', { requestsPerSecond: 1, burst: 1, window: 60 }],
+  ])('is refused on a key with 422 and nothing is stored: %s', async (_name, rateLimit) => {
+    const serviceId = `bad-limit-${randomUUID().slice(0, 8)}`;
+    const res = await t.call('POST', '/admin/service-keys', {
+      service: 'admin-tool',
+      body: { serviceId, permissions: { allowedOperationTypes: [], rateLimit } },
+    });
+    expect(res.statusCode, res.body).toBe(422);
+    expect((await t.call('GET', `/admin/service-keys/${serviceId}`, { service: 'admin-tool' })).statusCode).toBe(404);
+  });
+});
+
 describe('failed authentications', () => {
   const path = `/accounts/user.${PAYER}.THB/balance`;
   const badlySigned = (service: string) => {
