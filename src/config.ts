@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import Type, { type Static } from 'typebox';
 import { Value } from 'typebox/value';
 import { FEE_WORKERS_DEFAULT } from './domain/fees/pooled-fee-engine.js';
-import { ACCOUNT_TYPES, CHANNELS, ENTITY_TYPES, OPERATION_TYPES, STEP_UP_LEVELS } from './domain/model.js';
+import { ACCOUNT_TYPES, CHANNELS, channelCarries, ENTITY_TYPES, OPERATION_TYPES, STEP_UP_LEVELS } from './domain/model.js';
 
 const AccountOverride = Type.Object(
   { allowedTypes: Type.Array(Type.Enum(ACCOUNT_TYPES)), namePattern: Type.String() },
@@ -190,6 +190,11 @@ export function readConfigFile(path: string): ConfigFile {
   if (!Value.Check(ConfigFileSchema, parsed)) {
     const problems = [...Value.Errors(ConfigFileSchema, parsed)].slice(0, 5).map((e) => `${e.instancePath || '/'} ${e.message}`);
     throw new ConfigError(`CONFIG_FILE ${path} is invalid: ${problems.join('; ')}`);
+  }
+  for (const [index, route] of (parsed.routes ?? []).entries()) {
+    if (!channelCarries(route.channel, route.operationType)) {
+      throw new ConfigError(`CONFIG_FILE ${path}: routes[${index}] sends ${route.operationType} to ${route.channel}, which cannot carry it`);
+    }
   }
   for (const key of parsed.serviceKeys) {
     for (const side of ['fromAccountOverride', 'toAccountOverride'] as const) {

@@ -1,6 +1,6 @@
 import type { Sql } from '../adapters/database.js';
 import { apiError } from './errors.js';
-import type { Channel } from './model.js';
+import { type Channel, channelCarries } from './model.js';
 
 /** An active route as the cache holds it (config-cache.ts). */
 export interface RouteRow {
@@ -21,7 +21,7 @@ export async function routeChannel(sql: Sql, operationType: string, amount: bigi
   );
   const channel = rows[0]?.channel;
   if (channel === undefined) throw noRoute(operationType, amount);
-  return channel;
+  return carried(channel, operationType);
 }
 
 /** R20 over cached routes, which are already active and in (priority, id) order. */
@@ -30,7 +30,16 @@ export function pickChannel(routes: readonly RouteRow[], operationType: string, 
     (r) => r.operationType === operationType && r.minAmount <= amount && (r.maxAmount === null || r.maxAmount >= amount),
   );
   if (route === undefined) throw noRoute(operationType, amount);
-  return route.channel;
+  return carried(route.channel, operationType);
+}
+
+/**
+ * Route writes refuse a channel that cannot carry the operation type; a route stored before that
+ * check (or by hand) is refused here, before any money moves, rather than followed.
+ */
+function carried(channel: Channel, operationType: string): Channel {
+  if (!channelCarries(channel, operationType)) throw apiError('NO_ROUTE', `the route names channel ${channel}, which cannot carry ${operationType}`);
+  return channel;
 }
 
 const noRoute = (operationType: string, amount: bigint) => apiError('NO_ROUTE', `no route for ${operationType} and amount ${amount}`);

@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LightMyRequestResponse } from 'fastify';
 import { signedHeaders } from '../../src/domain/signing.js';
+import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { startTestApp, type TestApp } from '../support/app.js';
-import { createUser, intentBody, topUp } from '../support/payments.js';
+import { expectLedgerInvariants } from '../support/invariants.js';
+import { createMerchant, createUser, intentBody, topUp } from '../support/payments.js';
 
 const ADMIN_TOKEN = 'test-admin-token';
 
@@ -213,6 +215,30 @@ describe('/admin/routes', () => {
   it('refuses an unknown channel', async () => {
     const res = await withToken('POST', '/admin/routes', { operationType: 'QP_TOPUP', channel: 'CARRIER_PIGEON' });
     expectStatus(res, 422);
+  });
+
+  it.each([
+    ['an invoice to a synchronous channel', 'INVOICE_PAYMENT', 'INTERNAL_P2P'],
+    ['an invoice to PSPX', 'INVOICE_PAYMENT', 'PSPX_TRANSFER'],
+    ['a payment to the invoice channel', 'P2P_TRANSFER', 'MERCHANT_INVOICE'],
+    ['a top-up to PSPX payouts', 'QP_TOPUP', 'PSPX_TRANSFER'],
+  ])('refuses a channel that cannot carry the operation type (%s) on create and on change, and stores nothing', async (_, operationType, channel) => {
+    const before = await changeCount();
+    const created = await withToken('POST', '/admin/routes', { operationType, channel, priority: -1 });
+    expect(expectStatus(created, 422).error).toBe('VALIDATION_ERROR');
+    expect(created.json().message).toContain(`cannot carry ${operationType}`);
+    const routes = expectStatus(await withToken('GET', '/admin/routes'), 200).routes as { id: number; operationType: string }[];
+    const own = routes.find((route) => route.operationType === operationType);
+    expect(own).toBeDefined();
+    const moved = await withToken('PATCH', `/admin/routes/${own?.id}`, { channel });
+    expect(expectStatus(moved, 422).error).toBe('VALIDATION_ERROR');
+    expect(await changeCount()).toBe(before);
+    expect(expectStatus(await withToken('GET', `/admin/routes/${own?.id}`), 200)).toEqual(own);
+  });
+
+  it('accepts a channel that can carry the operation type (a withdrawal sent to PSPX payouts)', async () => {
+    const created = expectStatus(await withToken('POST', '/admin/routes', { operationType: 'WITHDRAWAL', channel: 'PSPX_TRANSFER', active: false }), 201);
+    expect(created.channel).toBe('PSPX_TRANSFER');
   });
 });
 
@@ -470,6 +496,26 @@ describe('admin changes apply to the very next intent', () => {
     expect(expectStatus(await pay(1000), 400).error).toBe('NO_ROUTE');
     expectStatus(await withToken('PATCH', `/admin/routes/${p2p?.id}`, { active: true }), 200);
     expectStatus(await pay(1000), 201);
+  });
+
+  it('a route stored without the channel check (by hand, or before it existed) is refused when followed: 400 NO_ROUTE, nothing stored or moved', async () => {
+    const merchant = 803;
+    await createMerchant(t, merchant);
+    const intentsBefore = (await t.db.query<{ n: bigint }>('SELECT count(*) AS n FROM intents')).rows[0]?.n;
+    await t.db.query("INSERT INTO routes (operation_type, min_amount, channel, priority) VALUES ('INVOICE_PAYMENT', 1, 'INTERNAL_P2P', -100)");
+    try {
+      const invoice = await t.call('POST', '/intents', {
+        user: merchant,
+        body: intentBody({ operationType: 'INVOICE_PAYMENT', amount: 500, toLedgerAccountId: ledgerAccountId(`merchant.${merchant}.THB`) }),
+      });
+      const answer = expectStatus(invoice, 400);
+      expect(answer.error).toBe('NO_ROUTE');
+      expect(answer.message).toContain('cannot carry INVOICE_PAYMENT');
+    } finally {
+      await t.db.query("DELETE FROM routes WHERE operation_type = 'INVOICE_PAYMENT' AND channel = 'INTERNAL_P2P'");
+    }
+    expect((await t.db.query<{ n: bigint }>('SELECT count(*) AS n FROM intents')).rows[0]?.n).toBe(intentsBefore);
+    await expectLedgerInvariants(t.db);
   });
 
   it('a tightened limit gives 422 LIMIT_EXCEEDED; loosened again, payments flow', async () => {

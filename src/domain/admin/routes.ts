@@ -1,4 +1,5 @@
-import type { Channel } from '../model.js';
+import { apiError } from '../errors.js';
+import { type Channel, channelCarries } from '../model.js';
 import { type AdminEntity, read } from './admin-entity.js';
 
 /** R20: the active route of lowest priority whose [minAmount, maxAmount] holds the amount wins. */
@@ -42,3 +43,10 @@ export const routes: AdminEntity<RouteRecord> = {
   }),
   keyOf: (record) => String(record.id),
 };
+
+/** A route may only name a channel that can carry its operation type (422 otherwise). */
+export function checkRoute(route: Pick<RouteRecord, 'operationType' | 'channel'>): void {
+  if (!channelCarries(route.channel, route.operationType)) {
+    throw apiError('VALIDATION_ERROR', `channel ${route.channel} cannot carry ${route.operationType} (docs/design.md, "Requests")`);
+  }
+}

@@ -4,7 +4,7 @@ import { authPolicies } from '../../domain/admin/auth-policies.js';
 import { checkFeeExpression } from '../../domain/admin/fee-expression-check.js';
 import { feeRules } from '../../domain/admin/fee-rules.js';
 import { limitRules } from '../../domain/admin/limit-rules.js';
-import { routes } from '../../domain/admin/routes.js';
+import { checkRoute, routes } from '../../domain/admin/routes.js';
 import { checkPermissions, serviceKeys } from '../../domain/admin/service-keys.js';
 import type { Permissions } from '../../config.js';
 import { createFeeEngine, type FeeEngine } from '../../domain/fees/index.js';
@@ -67,6 +67,7 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminDeps): Promis
     bodies: RouteBodies,
     keyParam: 'id',
     params: IdParams,
+    checkRecord: checkRoute,
   });
   crudRoutes(app, db, {
     path: '/admin/limit-rules',

@@ -1,0 +1,30 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, DEMO_CONFIG_FILE, readConfigFile } from '../../src/config.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'payorch-config-'));
+
+function withRoutes(routes: readonly Record<string, unknown>[]): string {
+  const file = { ...readConfigFile(DEMO_CONFIG_FILE), routes };
+  const path = join(dir, `${routes.length}-${Math.random().toString(36).slice(2)}.json`);
+  writeFileSync(path, JSON.stringify(file));
+  return path;
+}
+
+describe('CONFIG_FILE routes', () => {
+  it('refuses to start on a route whose channel cannot carry its operation type, naming the route', () => {
+    const path = withRoutes([
+      { operationType: 'P2P_TRANSFER', channel: 'INTERNAL_P2P' },
+      { operationType: 'INVOICE_PAYMENT', channel: 'INTERNAL_P2P' },
+    ]);
+    expect(() => readConfigFile(path)).toThrow(ConfigError);
+    expect(() => readConfigFile(path)).toThrow(/routes\[1\] sends INVOICE_PAYMENT to INTERNAL_P2P, which cannot carry it/);
+  });
+
+  it('accepts the shipped route table and a withdrawal sent to PSPX payouts', () => {
+    expect(readConfigFile(DEMO_CONFIG_FILE).routes?.length).toBeGreaterThan(0);
+    expect(readConfigFile(withRoutes([{ operationType: 'WITHDRAWAL', channel: 'PSPX_TRANSFER' }])).routes).toHaveLength(1);
+  });
+});
