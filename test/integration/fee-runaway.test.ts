@@ -144,4 +144,22 @@ describe('the fee worker pool', () => {
     await engine.dispose();
     await expect(engine.dryRun('[]', context)).rejects.toThrow(/closed/);
   });
+
+  it('cuts only the runaway of a batch: the jobs sent with it are answered, each with its own result', async () => {
+    const engine = await createFeeEngine({ workers: 1 });
+    try {
+      // The worker is busy with the first job, so the rest wait and go to it as one batch, the
+      // runaway in their middle.
+      const first = engine.dryRun('[{account: "system.revenue.THB", amount: 1}]', context);
+      const before = Array.from({ length: 5 }, (_, i) => engine.dryRun(`[{account: "system.revenue.THB", amount: ${i + 10}}]`, context));
+      const runaway = engine.dryRun(COSTLY_RULE, { ...context, metadata: { sizes: HOSTILE_SIZES } });
+      const after = Array.from({ length: 5 }, (_, i) => engine.dryRun(`[{account: "system.revenue.THB", amount: ${i + 20}}]`, context));
+      await expect(runaway).rejects.toMatchObject({ reason: 'timeout' });
+      expect((await first).totalFee).toBe(1n);
+      expect((await Promise.all(before)).map((r) => r.totalFee)).toEqual([10n, 11n, 12n, 13n, 14n]);
+      expect((await Promise.all(after)).map((r) => r.totalFee)).toEqual([20n, 21n, 22n, 23n, 24n]);
+    } finally {
+      await engine.dispose();
+    }
+  });
 });

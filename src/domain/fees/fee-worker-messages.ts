@@ -14,11 +14,32 @@ export interface FeeJobFailure {
   readonly ruleId: number | undefined;
 }
 
-export type FeeJobRequest = FeeJob & { readonly id: number };
+export type FeeJobAnswer = { readonly ok: true; readonly result: FeeResult | DryRunResult } | { readonly ok: false; readonly failure: FeeJobFailure };
 
-export type FeeJobAnswer =
-  | { readonly id: number; readonly ok: true; readonly result: FeeResult | DryRunResult }
-  | { readonly id: number; readonly ok: false; readonly failure: FeeJobFailure };
+/**
+ * Jobs sent together to one worker. Structured clone copies an object once per message however
+ * many jobs refer to it, so the rules of one operation type cross the boundary once per batch.
+ */
+export interface FeeBatch {
+  readonly id: number;
+  readonly jobs: readonly FeeJob[];
+}
+
+/** The answers of a batch, in the order of its jobs. */
+export interface FeeBatchAnswer {
+  readonly id: number;
+  readonly answers: readonly FeeJobAnswer[];
+}
+
+/** The worker's start data: the sandbox limits and the memory where it says which job it is on. */
+export interface FeeWorkerData<Sandbox> {
+  readonly sandbox: Sandbox;
+  /**
+   * A Float64Array over it: entry i is the time (ms since the epoch) job i of the current batch
+   * began, 0 until then; the pool's watchdog reads it to cut the one job that overran.
+   */
+  readonly progress: SharedArrayBuffer;
+}
 
 /** Sent once by a worker whose sandbox is built: jobs are sent to it from then on. */
 export const WORKER_READY = 'fee-worker-ready';

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
+import { performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import type { DryRunResult, FeeResult, LocalFeeEngineOptions } from './fee-engine.js';
 import { FeeEvaluationError } from './fee-evaluation-error.js';
-import { type FeeJob, type FeeJobAnswer, WORKER_READY } from './fee-worker-messages.js';
+import { type FeeBatch, type FeeBatchAnswer, type FeeJob, type FeeWorkerData, WORKER_READY } from './fee-worker-messages.js';
 
 /** The wall time after which an evaluation is cut, whatever the expression is doing (docs/SECURITY.md §7). */
 export const FEE_WALL_LIMIT_MS = 100;
@@ -32,24 +33,34 @@ interface Pending {
   reject(error: Error): void;
 }
 
-/** One worker thread and the job it runs; a slot that overran is dead and its late answer ignored. */
+/** One worker thread and the batch it runs; a slot that overran is dead and its late answer ignored. */
 interface Slot {
   readonly worker: Worker;
-  current: { readonly id: number; readonly pending: Pending; readonly timer: NodeJS.Timeout } | null;
+  /** When each job of the current batch began (fee-worker-messages.ts, FeeWorkerData). */
+  readonly startedAt: Float64Array;
+  current: { readonly id: number; readonly batch: readonly Pending[]; timer: NodeJS.Timeout } | null;
   dead: boolean;
 }
 
 /**
- * Fee evaluations on worker threads, one job per worker at a time, in arrival order. QuickJS
- * cannot interrupt a long built-in call (`new Array(n).fill(0)`), so a watchdog on this thread
- * terminates a worker whose job passes the wall limit, fails that job as a time-out and starts a
- * replacement: no expression can hold the event loop that answers every other request.
+ * Jobs per message to a worker. Jobs wait only while every worker is busy, and then go together:
+ * the hop (a message each way, a wake-up of each thread) is paid once per batch instead of once
+ * per payment (docs/PERFORMANCE.md).
+ */
+export const FEE_BATCH_MAX = 32;
+
+/**
+ * Fee evaluations on worker threads, in arrival order, in batches of what waited while the
+ * workers were busy. QuickJS cannot interrupt a long built-in call (`new Array(n).fill(0)`), so a
+ * watchdog on this thread terminates a worker whose current job passes the wall limit, fails that
+ * job as a time-out, sends the rest of its batch again and starts a replacement: no expression can
+ * hold the event loop that answers every other request, nor cost another request its answer.
  */
 export class FeeWorkerPool {
   private readonly idle: Slot[] = [];
   private readonly queue: Pending[] = [];
   private readonly slots = new Set<Slot>();
-  private nextJobId = 1;
+  private nextBatchId = 1;
   private closed = false;
 
   private constructor(private readonly options: FeeWorkerPoolOptions) {
@@ -74,46 +85,84 @@ export class FeeWorkerPool {
   async close(): Promise<void> {
     this.closed = true;
     for (const pending of this.queue.splice(0)) pending.reject(new Error('fee worker pool is closed'));
-    await Promise.all([...this.slots].map((slot) => this.kill(slot, new Error('fee worker pool is closed'))));
+    await Promise.all([...this.slots].map((slot) => this.kill(slot)));
   }
 
   private pump(): void {
-    for (let slot = this.idle.pop(); slot !== undefined; slot = this.idle.pop()) {
-      const pending = this.queue.shift();
-      if (pending === undefined) {
-        this.idle.push(slot);
-        return;
-      }
-      this.dispatch(slot, pending);
+    while (this.queue.length > 0) {
+      const slot = this.idle.pop();
+      if (slot === undefined) return;
+      this.dispatch(slot, this.queue.splice(0, FEE_BATCH_MAX));
     }
   }
 
-  private dispatch(slot: Slot, pending: Pending): void {
-    const id = this.nextJobId++;
-    const timer = setTimeout(() => {
-      const cut = new FeeEvaluationError('timeout', `fee evaluation cut at ${this.options.wallLimitMs} ms of wall time`);
-      void this.kill(slot, cut).then(() => this.replace());
-    }, this.options.wallLimitMs);
-    slot.current = { id, pending, timer };
-    slot.worker.postMessage({ ...pending.job, id });
+  private dispatch(slot: Slot, batch: readonly Pending[]): void {
+    const id = this.nextBatchId++;
+    slot.startedAt.fill(0);
+    slot.current = { id, batch, timer: setTimeout(() => this.watch(slot, id), this.options.wallLimitMs) };
+    slot.worker.postMessage({ id, jobs: batch.map((pending) => pending.job) } satisfies FeeBatch);
   }
 
-  private onAnswer(slot: Slot, answer: FeeJobAnswer): void {
+  /** Cuts the job the worker is on once it has run for the wall limit; until then looks again when it would reach it. */
+  private watch(slot: Slot, batchId: number): void {
+    const current = slot.current;
+    if (slot.dead || current === null || current.id !== batchId) return;
+    const began = slot.startedAt[this.jobOn(slot)]!;
+    // A worker that has not begun the batch within the limit (its thread held up) counts as overrun.
+    const runningMs = began > 0 ? performance.timeOrigin + performance.now() - began : this.options.wallLimitMs;
+    if (runningMs < this.options.wallLimitMs) {
+      current.timer = setTimeout(() => this.watch(slot, batchId), Math.ceil(this.options.wallLimitMs - runningMs));
+      return;
+    }
+    this.abandon(slot, new FeeEvaluationError('timeout', `fee evaluation cut at ${this.options.wallLimitMs} ms of wall time`));
+  }
+
+  /** The index in its batch of the job a busy worker is on: the last one it began (0 before any). */
+  private jobOn(slot: Slot): number {
+    const size = slot.current?.batch.length ?? 0;
+    let index = 0;
+    while (index + 1 < size && slot.startedAt[index + 1]! > 0) index += 1;
+    return index;
+  }
+
+  /**
+   * Fails the job the worker is on with `error`, ends the worker and starts a replacement. The
+   * batch's other jobs run again, first in line: evaluations are pure, and they did no wrong.
+   */
+  private abandon(slot: Slot, error: Error): void {
+    const current = slot.current;
+    if (slot.dead) return;
+    if (current !== null) {
+      clearTimeout(current.timer);
+      const culprit = current.batch[this.jobOn(slot)]!;
+      this.queue.unshift(...current.batch.filter((pending) => pending !== culprit));
+      slot.current = null;
+      culprit.reject(error);
+    }
+    void this.kill(slot).then(() => this.replace());
+    this.pump();
+  }
+
+  private onAnswer(slot: Slot, answer: FeeBatchAnswer): void {
     const current = slot.current;
     if (slot.dead || current === null || current.id !== answer.id) return;
     clearTimeout(current.timer);
     slot.current = null;
     this.idle.push(slot);
-    if (answer.ok) current.pending.resolve(answer.result);
-    else {
-      const { reason, message, ruleId } = answer.failure;
-      current.pending.reject(new FeeEvaluationError(reason, message, ruleId === undefined ? {} : { ruleId }));
-    }
+    current.batch.forEach((pending, index) => {
+      const outcome = answer.answers[index];
+      if (outcome === undefined) pending.reject(new Error(`fee worker answered ${answer.answers.length} of ${current.batch.length} jobs`));
+      else if (outcome.ok) pending.resolve(outcome.result);
+      else {
+        const { reason, message, ruleId } = outcome.failure;
+        pending.reject(new FeeEvaluationError(reason, message, ruleId === undefined ? {} : { ruleId }));
+      }
+    });
     this.pump();
   }
 
-  /** Ends a worker and fails its job, once; the slot leaves the pool. */
-  private async kill(slot: Slot, jobError: Error): Promise<void> {
+  /** Ends a worker, once, failing the jobs it still holds with `jobError`; the slot leaves the pool. */
+  private async kill(slot: Slot, jobError: Error = new Error('fee worker pool is closed')): Promise<void> {
     if (slot.dead) return;
     slot.dead = true;
     this.slots.delete(slot);
@@ -121,7 +170,7 @@ export class FeeWorkerPool {
     if (idleAt >= 0) this.idle.splice(idleAt, 1);
     if (slot.current !== null) {
       clearTimeout(slot.current.timer);
-      slot.current.pending.reject(jobError);
+      for (const pending of slot.current.batch) pending.reject(jobError);
       slot.current = null;
     }
     await slot.worker.terminate();
@@ -136,26 +185,29 @@ export class FeeWorkerPool {
 
   /** Resolves once the worker's sandbox is built and it is idle in the pool. */
   private start(): Promise<void> {
-    const worker = new Worker(this.options.entry, { workerData: this.options.sandbox });
+    const progress = new SharedArrayBuffer(FEE_BATCH_MAX * Float64Array.BYTES_PER_ELEMENT);
+    const workerData: FeeWorkerData<LocalFeeEngineOptions> = { sandbox: this.options.sandbox, progress };
+    const worker = new Worker(this.options.entry, { workerData });
     // A worker must not keep the process alive: close() ends them, and a forgotten pool must not hang an exit.
     worker.unref();
-    const slot: Slot = { worker, current: null, dead: false };
+    const slot: Slot = { worker, startedAt: new Float64Array(progress), current: null, dead: false };
     this.slots.add(slot);
     let ready = false;
     return new Promise((resolve, reject) => {
-      worker.on('message', (message: FeeJobAnswer | typeof WORKER_READY) => {
+      worker.on('message', (message: FeeBatchAnswer | typeof WORKER_READY) => {
         if (message !== WORKER_READY) return this.onAnswer(slot, message);
-        if (this.closed) return void this.kill(slot, new Error('fee worker pool is closed'));
+        if (this.closed) return void this.kill(slot);
         ready = true;
         this.idle.push(slot);
         this.pump();
         resolve();
       });
       worker.on('error', (error) => {
-        const failed = this.kill(slot, new FeeEvaluationError('exception', `fee worker failed: ${error.message}`));
         // One that never got ready is the starter's failure to handle; one that crashed later is replaced.
-        if (!ready) reject(error);
-        else void failed.then(() => this.replace());
+        if (!ready) {
+          void this.kill(slot);
+          reject(error);
+        } else this.abandon(slot, new FeeEvaluationError('exception', `fee worker failed: ${error.message}`));
       });
     });
   }
