@@ -1,7 +1,7 @@
 // Display helpers. Amounts arrive as satang in decimal strings; BigInt keeps them exact.
 import { html } from './html.js';
+import { FINAL_STATUSES } from './model.js';
 
-export const FINAL_STATUSES = ['SETTLED', 'FAILED', 'CANCELED', 'EXPIRED'];
 export const isFinal = (status) => FINAL_STATUSES.includes(status);
 
 export function money(satang, currency = 'THB') {

@@ -1,5 +1,6 @@
 import type { Database } from '../adapters/database.js';
 import type { WorkerMetrics } from '../adapters/metrics.js';
+import { moveIntents } from '../domain/intents/intent-writer.js';
 import type { StatusPublisher } from '../domain/intents/status-publisher.js';
 import type { Logger } from '../domain/logger.js';
 
@@ -94,22 +95,17 @@ interface ExpiredRow {
 
 async function expireBatch(deps: ExpirySweepDeps, batchSizeMax: number): Promise<ExpiredRow[]> {
   return deps.db.transaction(async (tx) => {
-    const { rows } = await tx.query<{ id: string; live: boolean; updated_at: Date }>(
-      `UPDATE intents SET status = 'EXPIRED', updated_at = now()
-        WHERE id IN (SELECT id FROM intents
-                      WHERE status = 'CREATED' AND operation_type = 'INVOICE_PAYMENT' AND expires_at < now()
-                      ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-          AND status = 'CREATED' AND operation_type = 'INVOICE_PAYMENT' AND expires_at < now()
-        RETURNING id, live, updated_at`,
+    const due = await tx.query<{ id: string }>(
+      `SELECT id FROM intents
+        WHERE status = 'CREATED' AND operation_type = 'INVOICE_PAYMENT' AND expires_at < now()
+        ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED`,
       [batchSizeMax],
     );
-    if (rows.length === 0) return [];
-    const audit = await tx.query(
-      `INSERT INTO intent_events (intent_id, status_from, status_to)
-       SELECT e.id, 'CREATED', 'EXPIRED' FROM unnest($1::uuid[]) AS e (id)`,
-      [rows.map((row) => row.id)],
+    const expired = await moveIntents(
+      tx,
+      due.rows.map((row) => row.id),
+      { from: 'CREATED', to: 'EXPIRED', conditions: { expiredInvoice: true } },
     );
-    if (audit.rowCount !== rows.length) throw new Error(`expired ${rows.length} invoices but wrote ${audit.rowCount} audit rows`);
-    return rows.map((row) => ({ id: row.id, live: row.live, updatedAt: row.updated_at }));
+    return expired.map((intent) => ({ id: intent.id, live: intent.live, updatedAt: intent.updatedAt }));
   });
 }

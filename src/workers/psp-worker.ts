@@ -4,8 +4,9 @@ import type { Database } from '../adapters/database.js';
 import type { WorkerMetrics } from '../adapters/metrics.js';
 import type { PspxClient, Receiver, ReceiverType } from '../adapters/pspx/pspx-client.js';
 import { assertNever } from '../domain/errors.js';
-import { appendEvents } from '../domain/intents/intent-store.js';
-import { enqueueJob, type OutboxKind, type OutboxPayload } from '../domain/intents/outbox-jobs.js';
+import { claimPayouts, countInquiry as recordInquiry, moveIntent, releasePayout } from '../domain/intents/intent-writer.js';
+import type { OutboxKind, OutboxPayload } from '../domain/intents/outbox-jobs.js';
+import type { PspSubState } from '../domain/intents/state-machine.js';
 import type { Logger } from '../domain/logger.js';
 
 /**
@@ -32,12 +33,6 @@ import type { Logger } from '../domain/logger.js';
  * same step. A claim that finds CONFIRM_PENDING (or INQUIRING) therefore knows a confirm may have
  * gone out, and only asks with statusInquiry.
  */
-
-export const PSP_STATES = ['NEW', 'QUERY_PENDING', 'QUERIED', 'CONFIRM_PENDING', 'INQUIRING', 'CONFIRMED', 'FAILED', 'MANUAL_REVIEW'] as const;
-export type PspState = (typeof PSP_STATES)[number];
-
-/** The states the worker still has work in; the others are ends (the outbox or an operator takes over). */
-export const PSP_ACTIVE_STATES: readonly PspState[] = ['NEW', 'QUERY_PENDING', 'QUERIED', 'CONFIRM_PENDING', 'INQUIRING'];
 
 /** failureReason when the reservation's time ran out before the confirm could be sent. */
 export const CONFIRM_WINDOW_CLOSED = 'confirm_window_closed';
@@ -80,7 +75,7 @@ const STEPS_PER_CLAIM_MAX = 8;
 interface Claim {
   readonly id: string;
   readonly token: string;
-  readonly state: PspState;
+  readonly state: PspSubState;
   readonly amount: bigint;
   readonly preFeeAmount: bigint;
   readonly postFeeAmount: bigint;
@@ -131,36 +126,14 @@ async function runBatch(deps: PspWorkerDeps): Promise<number> {
   return claims.length;
 }
 
-interface ClaimRow {
-  id: string;
-  psp_state: PspState;
-  amount: bigint;
-  pre_fee_amount: bigint;
-  post_fee_amount: bigint;
-  currency: string;
-  metadata: Record<string, unknown>;
-  psp_inquiries: number;
-  psp_inquiry_ref: string | null;
-  confirm_window_open: boolean;
-}
-
 async function claimBatch(deps: PspWorkerDeps, token: string): Promise<Claim[]> {
   const { settings } = deps;
-  const { rows } = await deps.db.query<ClaimRow>(
-    `WITH due AS (
-       SELECT id FROM intents
-        WHERE status = 'AUTHORIZED' AND channel = 'PSPX_TRANSFER'
-          AND psp_state IN ('NEW', 'QUERY_PENDING', 'QUERIED', 'CONFIRM_PENDING', 'INQUIRING')
-          AND psp_next_at <= now() AND (psp_lease_until IS NULL OR psp_lease_until < now())
-        ORDER BY psp_next_at, created_at
-        LIMIT $1
-          FOR UPDATE SKIP LOCKED)
-     UPDATE intents i SET psp_lease_owner = $2::uuid, psp_lease_until = now() + $3::bigint * interval '1 millisecond'
-       FROM due WHERE i.id = due.id
-     RETURNING i.id, i.psp_state, i.amount, i.pre_fee_amount, i.post_fee_amount, i.currency, i.metadata, i.psp_inquiries, i.psp_inquiry_ref,
-               coalesce(i.reserved_at, i.created_at) + $4::bigint * interval '1 second' > now() AS confirm_window_open`,
-    [settings.batchSizeMax, token, settings.leaseMs, settings.ledgerPendingTimeoutS - settings.confirmMarginS],
-  );
+  const rows = await claimPayouts(deps.db, {
+    owner: token,
+    limit: settings.batchSizeMax,
+    leaseMs: settings.leaseMs,
+    confirmWindowS: settings.ledgerPendingTimeoutS - settings.confirmMarginS,
+  });
   return rows.map((row) => ({
     id: row.id,
     token,
@@ -216,13 +189,7 @@ async function drive(deps: PspWorkerDeps, claim: Claim): Promise<void> {
   });
 }
 
-async function release(deps: PspWorkerDeps, claim: Claim, delayMs: number): Promise<void> {
-  await deps.db.query(
-    `UPDATE intents SET psp_lease_owner = NULL, psp_lease_until = NULL, psp_next_at = now() + $3::bigint * interval '1 millisecond'
-      WHERE id = $1 AND psp_lease_owner = $2::uuid`,
-    [claim.id, claim.token, delayMs],
-  );
-}
+const release = (deps: PspWorkerDeps, claim: Claim, delayMs: number) => releasePayout(deps.db, claim.id, claim.token, delayMs);
 
 async function step(ctx: Context, claim: Claim): Promise<Step> {
   switch (claim.state) {
@@ -313,12 +280,8 @@ async function askStatus(ctx: Context, claim: Claim): Promise<Step> {
 async function countInquiry(ctx: Context, claim: Claim, lastAnswer: string): Promise<Step> {
   const inquiries = claim.inquiries + 1;
   if (inquiries >= ctx.deps.settings.inquiriesMax) return escalate(ctx, claim, inquiries, lastAnswer);
-  const { rowCount } = await ctx.deps.db.query(
-    `UPDATE intents SET psp_inquiries = $4, psp_lease_until = now() + $5::bigint * interval '1 millisecond', updated_at = now()
-      WHERE id = $1 AND status = 'AUTHORIZED' AND psp_state = 'INQUIRING' AND psp_lease_owner = $2::uuid AND psp_inquiries = $3`,
-    [claim.id, claim.token, claim.inquiries, inquiries, ctx.deps.settings.leaseMs],
-  );
-  if (rowCount !== 1) throw new LeaseLost(`intent ${claim.id} changed while this worker held it`);
+  const counted = await recordInquiry(ctx.deps.db, claim.id, { owner: claim.token, ms: ctx.deps.settings.leaseMs }, { from: claim.inquiries, to: inquiries });
+  if (!counted) throw new LeaseLost(`intent ${claim.id} changed while this worker held it`);
   return { kind: 'wait', delayMs: ctx.deps.settings.inquiryDelayMs };
 }
 
@@ -352,7 +315,7 @@ function fail(ctx: Context, claim: Claim, reason: string): Promise<Step> {
 const payoutAmount = (claim: Claim) => claim.amount - claim.postFeeAmount;
 
 interface Move {
-  readonly to: PspState;
+  readonly to: PspSubState;
   readonly reason?: string;
   readonly payload?: Record<string, unknown>;
   readonly inquiryRef?: string;
@@ -366,17 +329,16 @@ interface Move {
 async function move(ctx: Context, claim: Claim, change: Move): Promise<Step> {
   const { deps } = ctx;
   await deps.db.transaction(async (tx) => {
-    const { rowCount } = await tx.query(
-      `UPDATE intents
-          SET psp_state = $4, psp_inquiry_ref = coalesce($5::text, psp_inquiry_ref), settlement_date = coalesce($6::text, settlement_date),
-              psp_inquiries = coalesce($7::integer, psp_inquiries), status = coalesce($8::text, status),
-              psp_lease_until = now() + $9::bigint * interval '1 millisecond', updated_at = now()
-        WHERE id = $1 AND status = 'AUTHORIZED' AND psp_state = $3 AND psp_lease_owner = $2::uuid`,
-      [claim.id, claim.token, claim.state, change.to, change.inquiryRef ?? null, change.settlementDate ?? null, change.inquiries ?? null, change.status ?? null, deps.settings.leaseMs],
-    );
-    if (rowCount !== 1) throw new LeaseLost(`intent ${claim.id} left ${claim.state} while this worker held it`);
-    await appendEvents(tx, claim.id, [{ from: claim.state, to: change.to, reason: change.reason ?? null, payload: change.payload ?? null }]);
-    if (change.job !== undefined) await enqueueJob(tx, claim.id, change.job.kind, change.job.payload);
+    const moved = await moveIntent(tx, claim.id, {
+      from: 'AUTHORIZED',
+      to: change.status ?? 'AUTHORIZED',
+      subState: { from: claim.state, to: change.to, leaseOwner: claim.token, leaseMs: deps.settings.leaseMs },
+      reason: change.reason ?? null,
+      payload: change.payload ?? null,
+      changes: { psp: { inquiryRef: change.inquiryRef, settlementDate: change.settlementDate, inquiries: change.inquiries } },
+      ...(change.job === undefined ? {} : { job: change.job }),
+    });
+    if (moved === null) throw new LeaseLost(`intent ${claim.id} left ${claim.state} while this worker held it`);
   });
   ctx.log.info({ event: 'psp_state', from: claim.state, to: change.to, ...(change.reason === undefined ? {} : { reason: change.reason }) }, 'PSPX sub-state moved');
   return {

@@ -8,8 +8,7 @@ import { AccountFlags, LEDGER_THB, TransferFlags } from '../../src/ledger/ledger
 import { createPspxClient } from '../../src/adapters/pspx/pspx-client.js';
 import { StatusPublisher } from '../../src/domain/intents/status-publisher.js';
 import { createOutboxWorker, OUTBOX_DEFAULTS } from '../../src/workers/outbox-worker.js';
-import { PSP_SUB_STATES } from '../../src/domain/intents/state-machine.js';
-import { createPspWorker, PSP_STATES } from '../../src/workers/psp-worker.js';
+import { createPspWorker } from '../../src/workers/psp-worker.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { createMerchant, createUser, intentBody, topUp } from '../support/payments.js';
 import { captureLogger, drain, payout, testPspSettings } from '../support/workers.js';
@@ -262,10 +261,6 @@ describe('the real PSP worker and outbox leave trails and money the audit accept
       outbox: createOutboxWorker({ db: t.db, ledger: t.ledger, publisher: new StatusPublisher(t.broker, log), log, settings: { ...OUTBOX_DEFAULTS, backoffBaseMs: 1 } }),
     };
   };
-  it('knows every sub-state the worker writes (the table in state-machine.ts is the audit\'s copy)', () => {
-    expect([...PSP_SUB_STATES].sort()).toEqual([...PSP_STATES].sort());
-  });
-
   const expectClean = async () => expect((await runAudit(t.db)).violations.map(formatViolation)).toEqual([]);
 
   it('every simulator outcome, then both resolutions of MANUAL_REVIEW, checked between the steps', async () => {

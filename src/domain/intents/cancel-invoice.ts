@@ -2,7 +2,8 @@ import type { Database } from '../../adapters/database.js';
 import { apiError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { ownInvoice } from './invoice-access.js';
-import { appendEvents, findIntent, INTENT_SELECT, type Intent, toIntent } from './intent-store.js';
+import { findIntent, type Intent } from './intent-store.js';
+import { moveIntent } from './intent-writer.js';
 import type { StatusPublisher } from './status-publisher.js';
 
 export const DEFAULT_CANCEL_REASON = 'merchant_canceled';
@@ -25,19 +26,16 @@ export async function cancelInvoice(deps: { readonly db: Database; readonly publ
   if (input.actor !== 0 && input.actor !== invoice.issuedByUserId) {
     throw apiError('UNAUTHORIZED_ACTOR', `user ${input.actor} did not issue invoice ${invoice.id}`, { bare: true });
   }
-  const canceled = await deps.db.transaction(async (tx) => {
+  const canceled = await deps.db.transaction((tx) =>
     // R26: status is the guard; confirm and the expiry sweep race on the same row and condition.
-    const { rows } = await tx.query(
-      `UPDATE intents SET status = 'CANCELED', cancel_reason = $2, canceled_at = now(), updated_at = now()
-        WHERE id = $1 AND status = 'CREATED'
-        RETURNING ${INTENT_SELECT}`,
-      [invoice.id, input.reason],
-    );
-    if (rows.length > 1) throw new Error(`cancel of ${invoice.id} touched ${rows.length} rows`);
-    if (rows[0] === undefined) return null;
-    await appendEvents(tx, invoice.id, [{ from: 'CREATED', to: 'CANCELED', reason: input.reason, payload: { actor: input.actor } }]);
-    return toIntent(rows[0]);
-  });
+    moveIntent(tx, invoice.id, {
+      from: 'CREATED',
+      to: 'CANCELED',
+      reason: input.reason,
+      payload: { actor: input.actor },
+      changes: { cancelReason: input.reason },
+    }),
+  );
   if (canceled === null) {
     const current = (await findIntent(deps.db, invoice.id)) ?? invoice;
     throw apiError('CANNOT_CANCEL', `invoice is ${current.status}`, { bare: true, extra: { status: current.status } });

@@ -10,7 +10,8 @@ import { applyTransfers } from './apply-transfers.js';
 import type { IntentDeps } from './create-intent.js';
 import { calculateFees, feeLegs } from './fee-calculation.js';
 import { invoiceLockKey, ownInvoice } from './invoice-access.js';
-import { appendEvents, findIntent, INTENT_SELECT, type Intent, insertHistory, toIntent, type Transition } from './intent-store.js';
+import { findIntent, type Intent, insertHistory, type Transition } from './intent-store.js';
+import { moveIntent } from './intent-writer.js';
 import { type MoneyLeg, type MoneyPlan, reserveTransfer, settleTransfers, transferId } from './money-path.js';
 import { lockPayerInTransaction } from './payer-locks.js';
 
@@ -146,19 +147,15 @@ async function redeem(deps: IntentDeps, seen: Intent, r: Redemption): Promise<Re
   });
 }
 
-/** R26: the one conditional update that decides which confirm (or cancel, or the sweep) wins. */
-async function claim(tx: Sql, intentId: string, r: Redemption): Promise<Intent | null> {
-  const { rows } = await tx.query(
-    `UPDATE intents
-        SET status = 'VALIDATED', from_account_name = $2, from_user_id = $3, user_id = $3, redeemed_by_user_id = $3,
-            redeemed_at = now(), confirm_idempotency_key = $4, version = version + 1, updated_at = now()
-      WHERE id = $1 AND status = 'CREATED' AND operation_type = 'INVOICE_PAYMENT' AND expires_at > now()
-        AND ($5::integer IS NULL OR version = $5::integer)
-      RETURNING ${INTENT_SELECT}`,
-    [intentId, r.payer.accountName, r.input.payerUserId, r.input.idempotencyKey, r.input.expectedVersion],
-  );
-  if (rows.length > 1) throw new Error(`claim of ${intentId} touched ${rows.length} rows`);
-  return rows[0] === undefined ? null : toIntent(rows[0]);
+/** R26: the one conditional move that decides which confirm (or cancel, or the sweep) wins. */
+function claim(tx: Sql, intentId: string, r: Redemption): Promise<Intent | null> {
+  return moveIntent(tx, intentId, {
+    from: 'CREATED',
+    to: 'VALIDATED',
+    trail: [claimEvent(r)],
+    changes: { payer: { accountName: r.payer.accountName, userId: r.input.payerUserId, confirmIdempotencyKey: r.input.idempotencyKey }, bumpVersion: true },
+    conditions: { unexpiredInvoice: true, ...(r.input.expectedVersion === null ? {} : { version: r.input.expectedVersion }) },
+  });
 }
 
 /**
@@ -198,39 +195,36 @@ type Ending =
 
 /** Records where the claimed invoice ended, with its audit trail and, when settled, its history rows. */
 async function finish(tx: Sql, claimed: Intent, r: Redemption, ending: Ending): Promise<RedeemOutcome> {
-  const validated: Transition = { from: 'CREATED', to: 'VALIDATED', payload: { payerAccount: r.payer.accountName, payerUserId: r.input.payerUserId, actor: r.input.actor } };
   const settled = ending.status === 'SETTLED';
   const reserved = ending.transferIds.length > 0;
-  const { rows } = await tx.query(
-    `UPDATE intents
-        SET status = $2, failure_reason = $3, pre_fee_amount = $4, post_fee_amount = $5, fee_splits = $6,
-            transfer_ids = $7::uuid[], reserved_at = CASE WHEN $8::boolean THEN now() ELSE reserved_at END, updated_at = now()
-      WHERE id = $1 AND status = 'VALIDATED'
-      RETURNING ${INTENT_SELECT}`,
-    [
-      claimed.id,
-      ending.status,
-      settled ? null : ending.reason,
-      r.fees.preFee.toString(),
-      r.fees.postFee.toString(),
-      JSON.stringify(r.fees.splits.map((split) => ({ account: split.account, amount: split.amount.toString() }))),
-      ending.transferIds,
-      reserved,
-    ],
-  );
-  if (rows.length !== 1 || rows[0] === undefined) throw new Error(`intent ${claimed.id} left VALIDATED under its own transaction`);
-  const intent = toIntent(rows[0]);
   const transitions: Transition[] = settled
-    ? [validated, { from: 'VALIDATED', to: 'AUTHORIZED' }, { from: 'AUTHORIZED', to: 'SETTLED' }]
+    ? [{ from: 'VALIDATED', to: 'AUTHORIZED' }, { from: 'AUTHORIZED', to: 'SETTLED' }]
     : reserved
-      ? [validated, { from: 'VALIDATED', to: 'AUTHORIZED' }, { from: 'AUTHORIZED', to: 'FAILED', reason: ending.reason }]
-      : [validated, { from: 'VALIDATED', to: 'FAILED', reason: ending.reason }];
-  await appendEvents(tx, intent.id, transitions);
+      ? [{ from: 'VALIDATED', to: 'AUTHORIZED' }, { from: 'AUTHORIZED', to: 'FAILED', reason: ending.reason }]
+      : [{ from: 'VALIDATED', to: 'FAILED', reason: ending.reason }];
+  const intent = await moveIntent(tx, claimed.id, {
+    from: 'VALIDATED',
+    to: ending.status,
+    trail: transitions,
+    changes: {
+      ...(settled ? {} : { failureReason: ending.reason }),
+      fees: { preFee: r.fees.preFee, postFee: r.fees.postFee, splits: r.fees.splits.map((split) => ({ account: split.account, amount: split.amount.toString() })) },
+      transferIds: ending.transferIds,
+      reserved,
+    },
+  });
+  if (intent === null) throw new Error(`intent ${claimed.id} left VALIDATED under its own transaction`);
   if (settled) {
     await insertHistory(tx, intent, [
       { accountName: r.payer.accountName, userId: r.payer.userId, direction: 'DEBIT', amount: intent.amount, feeAmount: intent.preFeeAmount },
       { accountName: intent.toAccountName, userId: intent.toUserId, direction: 'CREDIT', amount: intent.amount, feeAmount: intent.postFeeAmount },
     ]);
   }
-  return { kind: 'done', intent, transitions };
+  return { kind: 'done', intent, transitions: [claimEvent(r), ...transitions] };
 }
+
+const claimEvent = (r: Redemption): Transition => ({
+  from: 'CREATED',
+  to: 'VALIDATED',
+  payload: { payerAccount: r.payer.accountName, payerUserId: r.input.payerUserId, actor: r.input.actor },
+});

@@ -3,7 +3,8 @@ import type { Sql } from '../../adapters/database.js';
 import { ledgerAccountId } from '../../ledger/account-id.js';
 import type { CreateTransferError, Ledger } from '../../ledger/ledger.js';
 import { type IntentStatus, transitAccountName } from '../model.js';
-import { appendEvents, type HistoryRow, INTENT_SELECT, type Intent, insertHistory, toIntent } from './intent-store.js';
+import { type HistoryRow, INTENT_SELECT, type Intent, insertHistory, toIntent } from './intent-store.js';
+import { moveIntent } from './intent-writer.js';
 import { type MoneyPlan, settleTransfers, voidTransfer } from './money-path.js';
 
 /**
@@ -113,15 +114,16 @@ async function moveStatus(
   intent: Intent,
   move: { to: IntentStatus; reason: string | null; transferIds: readonly string[]; payload: Record<string, unknown> | null },
 ): Promise<Date> {
-  const { rows, rowCount } = await tx.query<{ updated_at: Date }>(
-    `UPDATE intents SET status = $3, failure_reason = coalesce($4, failure_reason), transfer_ids = transfer_ids || $5::uuid[], updated_at = now()
-      WHERE id = $1 AND status = $2 RETURNING updated_at`,
-    [intent.id, intent.status, move.to, move.reason, move.transferIds],
-  );
+  const moved = await moveIntent(tx, intent.id, {
+    from: intent.status,
+    to: move.to,
+    reason: move.reason,
+    payload: move.payload,
+    changes: { ...(move.reason === null ? {} : { failureReason: move.reason }), addTransferIds: move.transferIds },
+  });
   // The row is locked by the caller, so the guard can only fail on a bug: never move money twice.
-  if (rowCount !== 1 || rows[0] === undefined) throw new Error(`intent ${intent.id} left ${intent.status} under a locked row`);
-  await appendEvents(tx, intent.id, [{ from: intent.status, to: move.to, reason: move.reason, payload: move.payload }]);
-  return rows[0].updated_at;
+  if (moved === null) throw new Error(`intent ${intent.id} left ${intent.status} under a locked row`);
+  return moved.updatedAt;
 }
 
 /** The two sides in the transaction history, as create-intent writes them for synchronous payments. */

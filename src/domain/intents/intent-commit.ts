@@ -6,6 +6,7 @@ import { type LimitCheck, limitExceeded } from '../limits.js';
 import { GroupCommit } from './group-commit.js';
 import { type HistoryRow, type NewIntent, newIntentRow, type Transition } from './intent-store.js';
 import { voidTransfer } from './money-path.js';
+import { assertTrail } from './state-machine.js';
 import { PAYER_LOCK_CLASS, RECIPIENT_LIMIT_LOCK_CLASS } from './payer-locks.js';
 
 /**
@@ -245,6 +246,9 @@ interface Closing {
  */
 function closeBatch(tx: Tx, closing: readonly Closing[]): void {
   if (closing.length === 0) return;
+  for (const { item, action, transitions } of closing) {
+    if (action !== 'drop') assertTrail(null, action === 'fail' ? 'FAILED' : item.intent.status, transitions);
+  }
   const items = closing.map(({ item, transitions, history }, ord) => ({
     ord,
     id: item.intent.id,

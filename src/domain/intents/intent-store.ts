@@ -147,24 +147,6 @@ export interface Transition {
   readonly payload?: Readonly<Record<string, unknown>> | null;
 }
 
-/** Appends audit rows in order; the id sequence breaks ties between equal timestamps. */
-export async function appendEvents(sql: Sql, intentId: string, transitions: readonly Transition[]): Promise<void> {
-  if (transitions.length === 0) return;
-  await sql.query(
-    `INSERT INTO intent_events (intent_id, status_from, status_to, reason, payload)
-     SELECT $1, e.status_from, e.status_to, e.reason, e.payload
-       FROM unnest($2::text[], $3::text[], $4::text[], $5::jsonb[]) WITH ORDINALITY AS e (status_from, status_to, reason, payload, ord)
-      ORDER BY e.ord`,
-    [
-      intentId,
-      transitions.map((t) => t.from),
-      transitions.map((t) => t.to),
-      transitions.map((t) => t.reason ?? null),
-      transitions.map((t) => (t.payload === undefined || t.payload === null ? null : JSON.stringify(t.payload))),
-    ],
-  );
-}
-
 export interface IntentEvent {
   readonly id: number;
   readonly statusFrom: string | null;

@@ -4,7 +4,7 @@ import { apiError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { IntentStatus } from '../model.js';
 import { lockIntent } from './deferred-money.js';
-import { appendEvents } from './intent-store.js';
+import { moveIntent } from './intent-writer.js';
 import { enqueueJob, type OutboxKind, openJobKinds } from './outbox-jobs.js';
 import type { StatusPublisher } from './status-publisher.js';
 
@@ -68,17 +68,17 @@ export async function resolveIntent(deps: ResolveDeps, input: ResolveInput): Pro
       return { answer: { ...unchanged, queuedJob: 'post_pending' as const }, changed: true, publishAt: null };
     }
     const reason = input.reason ?? RESOLVED_FAILED_REASON;
-    const failed = await tx.query<{ updated_at: Date }>(
-      `UPDATE intents SET status = 'FAILED', psp_state = CASE WHEN psp_state IS NULL THEN NULL ELSE 'FAILED' END,
-              failure_reason = $2, updated_at = now()
-        WHERE id = $1 AND status = 'MANUAL_REVIEW' RETURNING updated_at`,
-      [intent.id, reason],
-    );
-    if (failed.rowCount !== 1 || failed.rows[0] === undefined) throw new Error(`intent ${intent.id} left MANUAL_REVIEW under a locked row`);
-    await appendEvents(tx, intent.id, [{ from: 'MANUAL_REVIEW', to: 'FAILED', reason, payload: { resolution: 'FAILED', resolvedBy: input.actor } }]);
-    await enqueueJob(tx, intent.id, 'void_pending', { reason, resolvedBy: input.actor });
+    const failed = await moveIntent(tx, intent.id, {
+      from: 'MANUAL_REVIEW',
+      to: 'FAILED',
+      reason,
+      payload: { resolution: 'FAILED', resolvedBy: input.actor },
+      changes: { failureReason: reason, endSubState: true },
+      job: { kind: 'void_pending', payload: { reason, resolvedBy: input.actor } },
+    });
+    if (failed === null) throw new Error(`intent ${intent.id} left MANUAL_REVIEW under a locked row`);
     await recordChange(tx, { ...change, after: { status: 'FAILED', resolution: 'FAILED', failureReason: reason, queuedJob: 'void_pending' } });
-    const publishAt = intent.live ? failed.rows[0].updated_at : null;
+    const publishAt = intent.live ? failed.updatedAt : null;
     return { answer: { ...unchanged, status: 'FAILED' as const, queuedJob: 'void_pending' as const }, changed: true, publishAt };
   });
   const { answer, changed, publishAt } = outcome;

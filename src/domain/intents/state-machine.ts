@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import { INTENT_STATUSES, type IntentStatus } from '../model.js';
 
 /**
@@ -41,12 +42,26 @@ export function isAllowedTransition(from: IntentStatus | null, to: IntentStatus)
   return allowedKeys.has(`${from ?? ''}>${to}`);
 }
 
+/**
+ * Throws unless `trail` leads from `from` to `to` one allowed step at a time: what every writer
+ * of intent state checks before it writes (a bug, never an input error).
+ */
+export function assertTrail(from: IntentStatus | null, to: IntentStatus, trail: ReadonlyArray<{ readonly from: string | null; readonly to: string }>): void {
+  let at: string | null = from;
+  for (const step of trail) {
+    assert.ok(step.from === at, `a trail from ${from ?? 'nothing'} breaks at ${step.from ?? 'nothing'} → ${step.to}`);
+    assert.ok(isIntentStatus(step.to) && isAllowedTransition(at as IntentStatus | null, step.to), `${at ?? 'nothing'} → ${step.to} is not in the transition table`);
+    at = step.to;
+  }
+  assert.equal(at, to, `a trail from ${from ?? 'nothing'} ends in ${at ?? 'nothing'}, not ${to}`);
+}
+
 export function isIntentStatus(value: string): value is IntentStatus {
   return (INTENT_STATUSES as readonly string[]).includes(value);
 }
 
 /**
- * The PSPX worker's sub-states (DECISIONS section 3, as src/workers/psp-worker.ts writes them).
+ * The PSPX worker's sub-states (docs/PSPX.md, as src/workers/psp-worker.ts drives them).
  * They share the audit log with the intent statuses but form a chain of their own, which starts
  * implicitly at NEW (psp_state at creation, without an event), moves only while the intent is
  * AUTHORIZED, and ends in CONFIRMED, FAILED or MANUAL_REVIEW. FAILED and MANUAL_REVIEW are spelt
@@ -84,6 +99,9 @@ export const PSP_TRANSITIONS: readonly PspTransition[] = [
 ];
 
 const pspKeys = new Set(PSP_TRANSITIONS.map((t) => `${t.from}>${t.to}`));
+
+/** The sub-states the PSP worker still has work in (a move out of them); the others are ends, for the outbox or an operator. */
+export const PSP_ACTIVE_SUB_STATES: readonly PspSubState[] = PSP_SUB_STATES.filter((state) => PSP_TRANSITIONS.some((t) => t.from === state));
 
 export function isAllowedPspTransition(from: PspSubState, to: PspSubState): boolean {
   return pspKeys.has(`${from}>${to}`);

@@ -9,6 +9,8 @@ import Type from 'typebox';
 import type { Database } from '../../adapters/database.js';
 import type { Ledger } from '../../ledger/ledger.js';
 import { apiError } from '../../domain/errors.js';
+import { ALLOWED_TRANSITIONS, PSP_SUB_STATES } from '../../domain/intents/state-machine.js';
+import { CHANNELS, FINAL_STATUSES, INTENT_STATUSES, OPERATION_TYPES } from '../../domain/model.js';
 import { ErrorResponse } from '../schemas.js';
 import { adminAccountRoutes } from './admin-accounts.js';
 
@@ -16,7 +18,27 @@ import { adminAccountRoutes } from './admin-accounts.js';
 const CONSOLE_DIR = fileURLToPath(new URL('../../../console/', import.meta.url));
 
 /** The console's own files, served as they are (no build step). */
-const OWN_FILES = ['index.html', 'console.css', 'favicon.svg', 'app.js', 'api.js', 'html.js', 'format.js', 'model.js', 'intents.js', 'resolve.js', 'review.js', 'accounts.js', 'audit.js'] as const;
+const OWN_FILES = ['index.html', 'console.css', 'favicon.svg', 'app.js', 'api.js', 'html.js', 'format.js', 'intents.js', 'resolve.js', 'review.js', 'accounts.js', 'audit.js'] as const;
+
+/**
+ * model.js, written from the domain's own tables at start, so the console's filters and badges
+ * cannot drift from the service: the statuses, which of them are final, the transitions, the
+ * channels and the operation types.
+ */
+function modelModule(): Asset {
+  const constants = {
+    INTENT_STATUSES,
+    FINAL_STATUSES,
+    ALLOWED_TRANSITIONS,
+    PSP_SUB_STATES,
+    CHANNELS,
+    OPERATION_TYPES,
+  };
+  const body = Object.entries(constants)
+    .map(([name, value]) => `export const ${name} = ${JSON.stringify(value)};`)
+    .join('\n');
+  return { body: Buffer.from(`// Written by the server from src/domain/model.ts and src/domain/intents/state-machine.ts.\n${body}\n`), contentType: CONTENT_TYPES['.js']! };
+}
 
 /** Preact and htm, served from node_modules under flat names that console/index.html's import map points to. */
 function vendorFiles(): Record<string, string> {
@@ -77,6 +99,7 @@ async function loadAssets(): Promise<Map<string, Asset>> {
     assert.ok(contentType !== undefined, `console asset ${name}: no content type for its extension`);
     assets.set(name, { body: await readFile(path), contentType });
   }
+  assets.set('model.js', modelModule());
   return assets;
 }
 
