@@ -9,7 +9,8 @@ import { FeeRuleInputs } from './domain/admin/fee-rules.js';
 import { LimitRuleInputs } from './domain/admin/limit-rules.js';
 import { RouteInputs } from './domain/admin/routes.js';
 import { ServiceKeyInputs } from './domain/admin/service-keys.js';
-import { ACCOUNT_TYPES, channelCarries } from './domain/model.js';
+import { ACCOUNT_TYPES } from './domain/model.js';
+import { channelCarries } from './domain/channels.js';
 
 const ConfigFileSchema = Type.Object(
   {

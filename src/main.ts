@@ -12,7 +12,7 @@ import { SqlLedger } from './ledger/sql-ledger.js';
 import { createMetrics, timedLedger } from './adapters/metrics.js';
 import { createFeeEngine } from './domain/fees/index.js';
 import { startWorkers } from './workers/index.js';
-import { StatusPublisher } from './domain/intents/status-publisher.js';
+import { StatusPublisher } from './domain/intents/store/status-publisher.js';
 import { startExpirySweep } from './workers/expiry-sweep.js';
 import { refuseUnsafeProductionSettings } from './production-checks.js';
 

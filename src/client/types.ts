@@ -11,7 +11,7 @@ import type { FeeRuleInput as FeeRuleCreate, FeeRuleRecord } from '../domain/adm
 import type { LimitRuleInput as LimitRuleCreate, LimitRuleRecord } from '../domain/admin/limit-rules.js';
 import type { RouteInput as RouteCreate, RouteRecord } from '../domain/admin/routes.js';
 import type { Permissions, ServiceKeyInput as ServiceKeyCreate, ServiceKeyPatch as ServiceKeyChange, ServiceKeyRecord } from '../domain/admin/service-keys.js';
-import type { IntentInput, QuoteInput } from '../domain/intents/intent-request.js';
+import type { IntentInput, QuoteInput } from '../domain/intents/create/intent-request.js';
 import type { AccountType, Channel, EntityType, IntentStatus, OperationType, StepUpLevel } from '../domain/model.js';
 
 export type { AccountType, Channel, EntityType, IntentStatus, OperationType, Permissions, StepUpLevel };

@@ -1,4 +1,4 @@
-import { CoalescedReads, departureFor } from './coalesced-reads.js';
+import { CoalescedReads, departureFor } from '../adapters/coalesced-reads.js';
 import type { Database, Sql } from '../adapters/database.js';
 import { ledgerAccountId } from '../ledger/account-id.js';
 import { AccountFlags, type Ledger, LEDGER_THB } from '../ledger/ledger.js';

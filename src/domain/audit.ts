@@ -1,8 +1,9 @@
 import type { Database, Sql } from '../adapters/database.js';
 import { LEDGER_INVARIANT_CHECKS } from '../ledger/invariants.js';
-import { transferId } from './intents/money-path.js';
-import { ALLOWED_TRANSITIONS, PSP_INITIAL_SUB_STATE, PSP_TRANSITIONS } from './intents/state-machine.js';
-import { CHANNELS, INTENT_STATUSES, type IntentStatus, TRANSIT_OF_CHANNEL, UNOWNED_ACCOUNT_TYPES } from './model.js';
+import { transferId } from './intents/money/money-path.js';
+import { ALLOWED_TRANSITIONS, PSP_INITIAL_SUB_STATE, PSP_TRANSITIONS } from './intents/store/state-machine.js';
+import { CHANNELS, INTENT_STATUSES, type IntentStatus, UNOWNED_ACCOUNT_TYPES } from './model.js';
+import { CHANNEL_BEHAVIOUR } from './channels.js';
 
 /**
  * The invariant audit: what must hold between the ledger and the service's own records at any
@@ -177,7 +178,7 @@ async function checkTransitAccounts(sql: Sql): Promise<AuditViolation[]> {
          OR h.credits_pending <> coalesce(r.reserved, 0)
       ORDER BY 1
       LIMIT $4`,
-    [CHANNELS, CHANNELS.map((channel) => TRANSIT_OF_CHANNEL[channel]), IN_FLIGHT, VIOLATIONS_PER_CHECK_MAX],
+    [CHANNELS, CHANNELS.map((channel) => CHANNEL_BEHAVIOUR[channel].transit), IN_FLIGHT, VIOLATIONS_PER_CHECK_MAX],
   );
   return rows.map((row) => ({
     check: 'transit_balanced',
@@ -311,7 +312,7 @@ async function loadIntentPage(sql: Sql, context: Context, cursor: string): Promi
       WHERE i.id > $3::uuid AND ($4::timestamptz IS NULL OR i.updated_at >= $4::timestamptz)
       ORDER BY i.id
       LIMIT $5`,
-    [CHANNELS, CHANNELS.map((channel) => TRANSIT_OF_CHANNEL[channel]), cursor, context.since, intentPageSizeMax],
+    [CHANNELS, CHANNELS.map((channel) => CHANNEL_BEHAVIOUR[channel].transit), cursor, context.since, intentPageSizeMax],
   );
   return rows;
 }
@@ -461,7 +462,7 @@ function mismatchDetail(expected: Expectation, found: TransferMismatchRow): stri
 }
 
 // ---------------------------------------------------------------------------------------------
-// Per intent: the audit trail is a path of the state machine (src/domain/intents/state-machine.ts).
+// Per intent: the audit trail is a path of the state machine (src/domain/intents/store/state-machine.ts).
 
 /**
  * Two chains share one log. Intent-status events chain among themselves from null → CREATED;

@@ -18,23 +18,6 @@ export type OperationType = (typeof OPERATION_TYPES)[number];
 export const CHANNELS = ['INTERNAL_P2P', 'PSPX_TRANSFER', 'MERCHANT_INVOICE', 'SERVICE_TRANSFER', 'ADMIN'] as const;
 export type Channel = (typeof CHANNELS)[number];
 
-/** Payments from a user's wallet to the PSPX nostro, the only ones a PSPX payout can complete. */
-const PSPX_PAYOUT_TYPES: readonly string[] = ['PSPX_WITHDRAWAL', 'THAI_QR_PAY', 'WITHDRAWAL'];
-
-/**
- * Whether a route may send this operation type to this channel (docs/design.md, "Requests"). Each
- * channel's money path assumes a shape: an invoice has no payer until it is confirmed, so only
- * MERCHANT_INVOICE can carry INVOICE_PAYMENT and it carries nothing else (an invoice settled by
- * a synchronous channel would be SETTLED with no money moved; a payment held as an invoice would
- * keep its reservation with no one to confirm it); a PSPX payout needs a payer wallet and a
- * receiver block. The synchronous channels carry everything else.
- */
-export function channelCarries(channel: Channel, operationType: string): boolean {
-  if (channel === 'MERCHANT_INVOICE' || operationType === 'INVOICE_PAYMENT') return channel === 'MERCHANT_INVOICE' && operationType === 'INVOICE_PAYMENT';
-  if (channel === 'PSPX_TRANSFER') return PSPX_PAYOUT_TYPES.includes(operationType);
-  return true;
-}
-
 export const INTENT_STATUSES = [
   'CREATED',
   'VALIDATED',
@@ -73,14 +56,3 @@ export type StepUpLevel = (typeof STEP_UP_LEVELS)[number];
 export const ENTITY_TYPES = ['user', 'merchant', 'agent'] as const;
 export type EntityType = (typeof ENTITY_TYPES)[number];
 
-/** R17: the transit account that holds an intent's reservation, per channel. */
-export const TRANSIT_OF_CHANNEL: Readonly<Record<Channel, string>> = {
-  INTERNAL_P2P: 'INTERNAL_P2P',
-  PSPX_TRANSFER: 'PSPX',
-  MERCHANT_INVOICE: 'MERCHANT_INVOICE',
-  SERVICE_TRANSFER: 'SERVICE_TRANSFER',
-  ADMIN: 'INTERNAL',
-};
-
-export const transitAccountName = (channel: Channel, currency: string) =>
-  `system.transit.${TRANSIT_OF_CHANNEL[channel]}.${currency}`;

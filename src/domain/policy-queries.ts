@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import type { Database, Sql } from '../adapters/database.js';
-import { CoalescedReads, departureFor } from './coalesced-reads.js';
+import { CoalescedReads, departureFor } from '../adapters/coalesced-reads.js';
 import type { AuthPolicy, PolicyFacts } from './policies.js';
 
 /** The figures of a condition that are read from the database, not taken from the request (R33). */

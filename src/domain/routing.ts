@@ -1,6 +1,7 @@
 import type { Sql } from '../adapters/database.js';
 import { apiError } from './errors.js';
-import { type Channel, channelCarries } from './model.js';
+import { type Channel } from './model.js';
+import { channelCarries } from './channels.js';
 
 /** An active route as the cache holds it (config-cache.ts). */
 export interface RouteRow {

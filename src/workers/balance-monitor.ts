@@ -1,6 +1,6 @@
 import type { Database, Sql } from '../adapters/database.js';
 import type { PspxClient } from '../adapters/pspx/pspx-client.js';
-import type { Logger } from '../domain/logger.js';
+import type { Logger } from '../adapters/logger.js';
 import { ledgerAccountId } from '../ledger/account-id.js';
 import type { Ledger } from '../ledger/ledger.js';
 

@@ -1,8 +1,8 @@
 import type { Database } from '../adapters/database.js';
 import type { WorkerMetrics } from '../adapters/metrics.js';
-import { moveIntents } from '../domain/intents/intent-writer.js';
-import type { StatusPublisher } from '../domain/intents/status-publisher.js';
-import type { Logger } from '../domain/logger.js';
+import { moveIntents } from '../domain/intents/store/intent-writer.js';
+import type { StatusPublisher } from '../domain/intents/store/status-publisher.js';
+import type { Logger } from '../adapters/logger.js';
 
 export interface ExpirySweepDeps {
   readonly db: Database;

@@ -1,4 +1,4 @@
-import type { Logger } from '../domain/logger.js';
+import type { Logger } from '../adapters/logger.js';
 
 export interface Loop {
   /** Ends the timer and waits for the run in progress. */

@@ -2,11 +2,11 @@ import assert from 'node:assert/strict';
 import type { Database, LockSession, Sql } from '../adapters/database.js';
 import type { WorkerMetrics } from '../adapters/metrics.js';
 import { assertNever } from '../domain/errors.js';
-import { type DeferredOutcome, lockIntent, PENDING_EXPIRED_REASON, releaseReservation, settleReservation } from '../domain/intents/deferred-money.js';
-import type { Intent } from '../domain/intents/intent-store.js';
-import type { OutboxKind, OutboxPayload } from '../domain/intents/outbox-jobs.js';
-import type { StatusPublisher } from '../domain/intents/status-publisher.js';
-import type { Logger } from '../domain/logger.js';
+import { type DeferredOutcome, lockIntent, PENDING_EXPIRED_REASON, releaseReservation, settleReservation } from '../domain/intents/money/deferred-money.js';
+import type { Intent } from '../domain/intents/store/intent-store.js';
+import type { OutboxKind, OutboxPayload } from '../domain/intents/money/outbox-jobs.js';
+import type { StatusPublisher } from '../domain/intents/store/status-publisher.js';
+import type { Logger } from '../adapters/logger.js';
 import type { Ledger } from '../ledger/ledger.js';
 
 /**

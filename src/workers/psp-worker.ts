@@ -4,10 +4,10 @@ import type { Database } from '../adapters/database.js';
 import type { WorkerMetrics } from '../adapters/metrics.js';
 import type { PspxClient, Receiver, ReceiverType } from '../adapters/pspx/pspx-client.js';
 import { assertNever } from '../domain/errors.js';
-import { claimPayouts, countInquiry as recordInquiry, moveIntent, releasePayout } from '../domain/intents/intent-writer.js';
-import type { OutboxKind, OutboxPayload } from '../domain/intents/outbox-jobs.js';
-import type { PspSubState } from '../domain/intents/state-machine.js';
-import type { Logger } from '../domain/logger.js';
+import { claimPayouts, countInquiry as recordInquiry, moveIntent, releasePayout } from '../domain/intents/store/intent-writer.js';
+import type { OutboxKind, OutboxPayload } from '../domain/intents/money/outbox-jobs.js';
+import type { PspSubState } from '../domain/intents/store/state-machine.js';
+import type { Logger } from '../adapters/logger.js';
 
 /**
  * The PSP worker drives PSPX payouts through DECISIONS §3:

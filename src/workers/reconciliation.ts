@@ -1,7 +1,7 @@
 import type { Database } from '../adapters/database.js';
-import { lockIntent, releaseReservation } from '../domain/intents/deferred-money.js';
-import type { StatusPublisher } from '../domain/intents/status-publisher.js';
-import type { Logger } from '../domain/logger.js';
+import { lockIntent, releaseReservation } from '../domain/intents/money/deferred-money.js';
+import type { StatusPublisher } from '../domain/intents/store/status-publisher.js';
+import type { Logger } from '../adapters/logger.js';
 import type { Ledger } from '../ledger/ledger.js';
 
 /**

@@ -1,5 +1,5 @@
 import type { Database } from '../adapters/database.js';
-import type { Logger } from '../domain/logger.js';
+import type { Logger } from '../adapters/logger.js';
 
 /**
  * Autovacuum's work for a database that has no autovacuum: embedded PGlite runs PostgreSQL in

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { StatusPublisher } from '../../src/domain/intents/status-publisher.js';
+import { StatusPublisher } from '../../src/domain/intents/store/status-publisher.js';
 import { createOutboxWorker, OUTBOX_DEFAULTS, type OutboxWorker } from '../../src/workers/outbox-worker.js';
 import { createPspWorker, type PspWorker } from '../../src/workers/psp-worker.js';
 import { createPspxClient } from '../../src/adapters/pspx/pspx-client.js';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LIST_LIMIT_DEFAULT } from '../../src/domain/intents/intent-listing.js';
+import { LIST_LIMIT_DEFAULT } from '../../src/domain/intents/store/intent-listing.js';
 import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { createMerchant, createUser, intentBody, topUp } from '../support/payments.js';

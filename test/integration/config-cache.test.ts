@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../src/adapters/database.js';
-import { ConfigCache, feeRulesOf } from '../../src/domain/config-cache.js';
+import { ConfigCache } from '../../src/http/config-cache.js';
+import { feeRulesOf } from '../../src/domain/config-snapshot.js';
 import { applyConfig } from '../../src/domain/bootstrap.js';
 import { SqlLedger } from '../../src/ledger/sql-ledger.js';
 import { openTestDatabase } from '../support/database.js';

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALLOWED_TRANSITIONS } from '../../src/domain/intents/state-machine.js';
+import { ALLOWED_TRANSITIONS } from '../../src/domain/intents/store/state-machine.js';
 import { CHANNELS, FINAL_STATUSES, INTENT_STATUSES, OPERATION_TYPES } from '../../src/domain/model.js';
 import { importMapHash } from '../../src/http/routes/console.js';
 import { startTestApp, type TestApp } from '../support/app.js';

@@ -6,7 +6,7 @@ import { type Broker, createBroker, createMemoryBroker } from '../../src/adapter
 import { createPspxClient } from '../../src/adapters/pspx/pspx-client.js';
 import { buildApp } from '../../src/app.js';
 import { createFeeEngine, type FeeEngine } from '../../src/domain/fees/index.js';
-import { intentChannel } from '../../src/domain/intents/status-publisher.js';
+import { intentChannel } from '../../src/domain/intents/store/status-publisher.js';
 import { signedHeaders } from '../../src/domain/signing.js';
 import { registerAuth } from '../../src/http/plugins/auth.js';
 import { registerErrorHandling } from '../../src/http/plugins/errors.js';

@@ -2,14 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { moveIntent, moveIntents } from '../../src/domain/intents/intent-writer.js';
+import { moveIntent, moveIntents } from '../../src/domain/intents/store/intent-writer.js';
 import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { createMerchant } from '../support/payments.js';
 import { trailOf } from '../support/workers.js';
 
 /**
- * The one writer of intent state (src/domain/intents/intent-writer.ts): a move outside the
+ * The one writer of intent state (src/domain/intents/store/intent-writer.ts): a move outside the
  * transition tables is a bug and writes nothing; a move whose guard no longer holds answers null
  * and writes nothing; and no other file updates the intents table.
  */
@@ -99,6 +99,6 @@ describe('one writer', () => {
       .filter((file) => /update\s+intents\b/i.test(readFileSync(file, 'utf8')))
       .map((file) => relative(root, file))
       .sort();
-    expect(writers).toEqual(['domain/intents/intent-commit.ts', 'domain/intents/intent-writer.ts']);
+    expect(writers).toEqual(['domain/intents/commit/intent-commit.ts', 'domain/intents/store/intent-writer.ts']);
   });
 });

@@ -6,7 +6,7 @@ import { createPspxClient } from '../../src/adapters/pspx/pspx-client.js';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createFeeEngine, type FeeEngine } from '../../src/domain/fees/index.js';
-import { StatusPublisher } from '../../src/domain/intents/status-publisher.js';
+import { StatusPublisher } from '../../src/domain/intents/store/status-publisher.js';
 import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { startExpirySweep } from '../../src/workers/expiry-sweep.js';
 import { createOutboxWorker, OUTBOX_DEFAULTS } from '../../src/workers/outbox-worker.js';

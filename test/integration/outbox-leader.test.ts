@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createPspxClient } from '../../src/adapters/pspx/pspx-client.js';
-import { StatusPublisher } from '../../src/domain/intents/status-publisher.js';
+import { StatusPublisher } from '../../src/domain/intents/store/status-publisher.js';
 import { createOutboxWorker, OUTBOX_DEFAULTS, type OutboxWorker } from '../../src/workers/outbox-worker.js';
 import { createPspWorker, type PspWorker } from '../../src/workers/psp-worker.js';
 import { startTestApp, type TestApp } from '../support/app.js';

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createPspxClient, type PspxClient } from '../../src/adapters/pspx/pspx-client.js';
 import { bangkokSettlementDate } from '../../src/adapters/pspx/pspx-simulator.js';
-import { StatusPublisher } from '../../src/domain/intents/status-publisher.js';
+import { StatusPublisher } from '../../src/domain/intents/store/status-publisher.js';
 import { createOutboxWorker, OUTBOX_DEFAULTS, type OutboxWorker } from '../../src/workers/outbox-worker.js';
 import { createPspWorker, type PspWorker } from '../../src/workers/psp-worker.js';
 import { demoConfigFile, startTestApp, type TestApp } from '../support/app.js';

@@ -13,7 +13,7 @@ import { DEMO_CONFIG_FILE, loadConfig, readConfigFile, secretsOf } from '../../s
 import { formatViolation, runAudit } from '../../src/domain/audit.js';
 import { applyConfig } from '../../src/domain/bootstrap.js';
 import { createFeeEngine, type FeeEngine } from '../../src/domain/fees/index.js';
-import { StatusPublisher } from '../../src/domain/intents/status-publisher.js';
+import { StatusPublisher } from '../../src/domain/intents/store/status-publisher.js';
 import { signedHeaders } from '../../src/domain/signing.js';
 import { SqlLedger } from '../../src/ledger/sql-ledger.js';
 import { type Loop, startLoop } from '../../src/workers/loop.js';

@@ -6,7 +6,7 @@ import type { Database } from '../../src/adapters/database.js';
 import { createPspxClient, type PspxClientOptions } from '../../src/adapters/pspx/pspx-client.js';
 import { createSimulatorServer, type SimulatorServer } from '../../src/adapters/pspx/pspx-simulator.js';
 import { buildApp } from '../../src/app.js';
-import type { ReloadSecrets } from '../../src/http/routes/admin-system.js';
+import type { ReloadSecrets } from '../../src/http/routes/admin/system.js';
 import { type Config, type ConfigFile, DEMO_CONFIG_FILE, loadConfig, readConfigFile, secretsOf } from '../../src/config.js';
 import { applyConfig } from '../../src/domain/bootstrap.js';
 import { messageSignedHeaders } from '../../src/domain/message-signing.js';

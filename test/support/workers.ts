@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'vitest';
-import type { Logger } from '../../src/domain/logger.js';
+import type { Logger } from '../../src/adapters/logger.js';
 import type { OutboxWorker } from '../../src/workers/outbox-worker.js';
 import type { PspWorker, PspWorkerSettings } from '../../src/workers/psp-worker.js';
 import type { TestApp } from './app.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CoalescedReads } from '../../src/domain/coalesced-reads.js';
+import { CoalescedReads } from '../../src/adapters/coalesced-reads.js';
 
 /** A store whose reads wait until released, recording the keys of each read. */
 function slowStore() {

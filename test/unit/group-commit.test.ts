@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { GroupCommit } from '../../src/domain/intents/group-commit.js';
+import { GroupCommit } from '../../src/domain/intents/commit/group-commit.js';
 
 /** A flush that waits until released, recording each batch it was given. */
 function gatedFlush(fail: (batch: readonly string[]) => boolean = () => false) {

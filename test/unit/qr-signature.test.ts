@@ -1,7 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { qrSignature } from '../../src/domain/intents/create-intent.js';
+import { qrSignature } from '../../src/domain/intents/create/create-intent.js';
 
 const vectors = JSON.parse(readFileSync(new URL('../vectors.json', import.meta.url), 'utf8')) as {
   qrSignatures: Array<{ secret: string; input: string; qrSignature: string }>;

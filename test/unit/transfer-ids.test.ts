@@ -1,6 +1,6 @@
 import { v4, v7, validate, version } from 'uuid';
 import { describe, expect, it } from 'vitest';
-import { transferId } from '../../src/domain/intents/money-path.js';
+import { transferId } from '../../src/domain/intents/money/money-path.js';
 
 describe('transfer ids', () => {
   it('name the same transfer for the same step of the same intent, and differ between steps and intents', () => {

@@ -1,6 +1,7 @@
 import Type, { type Static } from 'typebox';
 import { apiError } from '../errors.js';
-import { CHANNELS, channelCarries, OPERATION_TYPES } from '../model.js';
+import { CHANNELS, OPERATION_TYPES } from '../model.js';
+import { channelCarries } from '../channels.js';
 import { Money } from '../wire-types.js';
 import { type AdminEntity, read } from './admin-entity.js';
 import { ActiveField, amountField, inputSchemas, priorityField, RecordId, StoredOperationType, Timestamp } from './record-schema.js';

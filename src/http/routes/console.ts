@@ -10,10 +10,10 @@ import Type from 'typebox';
 import type { Database } from '../../adapters/database.js';
 import type { Ledger } from '../../ledger/ledger.js';
 import { apiError } from '../../domain/errors.js';
-import { ALLOWED_TRANSITIONS, PSP_SUB_STATES } from '../../domain/intents/state-machine.js';
+import { ALLOWED_TRANSITIONS, PSP_SUB_STATES } from '../../domain/intents/store/state-machine.js';
 import { CHANNELS, FINAL_STATUSES, INTENT_STATUSES, OPERATION_TYPES } from '../../domain/model.js';
 import { ErrorResponse } from '../schemas.js';
-import { adminAccountRoutes } from './admin-accounts.js';
+import { adminAccountRoutes } from './admin/accounts.js';
 
 /** console/ at the package root: three levels up from both src/http/routes and dist/http/routes. */
 const CONSOLE_DIR = fileURLToPath(new URL('../../../console/', import.meta.url));
@@ -38,7 +38,7 @@ function modelModule(): Asset {
   const body = Object.entries(constants)
     .map(([name, value]) => `export const ${name} = ${JSON.stringify(value)};`)
     .join('\n');
-  return { body: Buffer.from(`// Written by the server from src/domain/model.ts and src/domain/intents/state-machine.ts.\n${body}\n`), contentType: CONTENT_TYPES['.js']! };
+  return { body: Buffer.from(`// Written by the server from src/domain/model.ts and src/domain/intents/store/state-machine.ts.\n${body}\n`), contentType: CONTENT_TYPES['.js']! };
 }
 
 /** Preact and htm, served from node_modules under flat names that console/index.html's import map points to. */

@@ -5,10 +5,10 @@ import Type from 'typebox';
 import type { Broker } from '../../adapters/broker.js';
 import type { Database } from '../../adapters/database.js';
 import { apiError } from '../../domain/errors.js';
-import { findOwnIntent, type Intent } from '../../domain/intents/intent-store.js';
-import { intentChannel } from '../../domain/intents/status-publisher.js';
+import { findOwnIntent, type Intent } from '../../domain/intents/store/intent-store.js';
+import { intentChannel } from '../../domain/intents/store/status-publisher.js';
 import { FINAL_STATUSES, type IntentStatus } from '../../domain/model.js';
-import { isIntentStatus } from '../../domain/intents/state-machine.js';
+import { isIntentStatus } from '../../domain/intents/store/state-machine.js';
 import { ErrorResponse, Uuid } from '../schemas.js';
 import { refuseRateLimited } from '../plugins/throttle.js';
 

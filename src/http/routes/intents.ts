@@ -1,10 +1,11 @@
 import type { App } from '../typed-app.js';
 import Type from 'typebox';
+import { CHANNEL_BEHAVIOUR } from '../../domain/channels.js';
 import { apiError } from '../../domain/errors.js';
-import { type IntentDeps, createIntent } from '../../domain/intents/create-intent.js';
-import { IntentBody, intentRequest, QuoteBody, withBodyDefaults } from '../../domain/intents/intent-request.js';
-import { findOwnIntent, type Intent, listEvents } from '../../domain/intents/intent-store.js';
-import { calculateFees } from '../../domain/intents/fee-calculation.js';
+import { type IntentDeps, createIntent } from '../../domain/intents/create/create-intent.js';
+import { IntentBody, intentRequest, QuoteBody, withBodyDefaults } from '../../domain/intents/create/intent-request.js';
+import { findOwnIntent, type Intent, listEvents } from '../../domain/intents/store/intent-store.js';
+import { calculateFees } from '../../domain/intents/create/fee-calculation.js';
 import { OPERATION_TYPES } from '../../domain/model.js';
 import { callerKey, requireUserId } from '../plugins/auth.js';
 import { Money, responses, Uuid, UuidV4 } from '../schemas.js';
@@ -62,7 +63,8 @@ export function createdView(intent: Intent, replayed: boolean) {
     ...(replayed ? { amount: intent.amount.toString(), currency: intent.currency } : {}),
     preFeeAmount: intent.preFeeAmount.toString(),
     postFeeAmount: intent.postFeeAmount.toString(),
-    requiresMonitoring: intent.status === 'AUTHORIZED' && intent.channel === 'PSPX_TRANSFER',
+    // Reserved and waiting for the channel's worker (PSPX): the caller should watch for the outcome.
+    requiresMonitoring: intent.status === 'AUTHORIZED' && CHANNEL_BEHAVIOUR[intent.channel].createdAs === 'AUTHORIZED',
     createdAt: intent.createdAt.toISOString(),
     ...(intent.expiresAt === null ? {} : { expiresAt: intent.expiresAt.toISOString() }),
     ...(intent.qrSignature === null ? {} : { qrSignature: Buffer.from(intent.qrSignature).toString('base64url') }),

@@ -2,9 +2,9 @@ import type { FastifyRequest } from 'fastify';
 import type { App } from '../typed-app.js';
 import Type from 'typebox';
 import { ApiError } from '../../domain/errors.js';
-import { cancelInvoice, DEFAULT_CANCEL_REASON } from '../../domain/intents/cancel-invoice.js';
-import { confirmInvoice } from '../../domain/intents/confirm-invoice.js';
-import type { IntentDeps } from '../../domain/intents/create-intent.js';
+import { cancelInvoice, DEFAULT_CANCEL_REASON } from '../../domain/intents/invoices/cancel-invoice.js';
+import { confirmInvoice } from '../../domain/intents/invoices/confirm-invoice.js';
+import type { IntentDeps } from '../../domain/intents/create/create-intent.js';
 import { requireUserId } from '../plugins/auth.js';
 import { Money, responses, Uuid } from '../schemas.js';
 

@@ -1,0 +1,305 @@
+import { createHash, createHmac } from 'node:crypto';
+import { v7 as uuidv7 } from 'uuid';
+import type { Database } from '../../../adapters/database.js';
+import type { Permissions } from '../../admin/service-keys.js';
+import { ledgerAccountId } from '../../../ledger/account-id.js';
+import type { Ledger } from '../../../ledger/ledger.js';
+import type { AccountLookup, AccountRecord } from '../../accounts.js';
+import { ApiError, apiError, assertNever } from '../../errors.js';
+import { type ConfigSnapshot, feeRulesOf } from '../../config-snapshot.js';
+import { type FeeEngine, type FeeResult, NO_FEES } from '../../fees/index.js';
+import { applicableLimitRules, type LimitRule, limitChecks, loadLimitRules } from '../../limits.js';
+import type { Logger } from '../../../adapters/logger.js';
+import { type Channel, type IntentStatus } from '../../model.js';
+import { CHANNEL_BEHAVIOUR, isInvoiceChannel, transitAccountName } from '../../channels.js';
+import { pickChannel, routeChannel } from '../../routing.js';
+import { checkOverridePermissions, resolveAccounts, type ResolvedAccounts } from './account-resolution.js';
+import { calculateFees, feeLegs } from './fee-calculation.js';
+import { bodyRuleViolation, type IntentRequest, requestFingerprint } from './intent-request.js';
+import { findIntentByKey, type Intent, type NewIntent, type Transition } from '../store/intent-store.js';
+import type { IntentCommitter } from '../commit/intent-commit.js';
+import { type MoneyPlan, reserveTransfer, settleTransfers } from '../money/money-path.js';
+import type { PayerLocks } from './payer-locks.js';
+import type { StatusPublisher } from '../store/status-publisher.js';
+
+export interface IntentDeps {
+  readonly db: Database;
+  readonly ledger: Ledger;
+  readonly fees: FeeEngine;
+  readonly publisher: StatusPublisher;
+  readonly locks: PayerLocks;
+  readonly committer: IntentCommitter;
+  /** Shared by concurrent requests (coalesced-reads.ts). */
+  readonly accounts: AccountLookup;
+  readonly settings: {
+    readonly ledgerPendingTimeoutS: number;
+    readonly invoiceMaxTtlS: number;
+    readonly invoiceDefaultTtlS: number;
+    readonly qrSigningSecret: string;
+  };
+}
+
+export interface CreateIntentInput {
+  readonly serviceId: string;
+  readonly permissions: Permissions;
+  /** X-User-Id: the acting platform user; 0 is the admin bypass. */
+  readonly actor: number;
+  readonly request: IntentRequest;
+  readonly log: Logger;
+  /** Routes, fee rules and limit rules as checked for this request (auth.ts); absent: read from the database. */
+  readonly config?: ConfigSnapshot | null;
+}
+
+export interface IntentAnswer {
+  readonly replayed: boolean;
+  readonly intent: Intent;
+}
+
+
+/**
+ * POST /intents: validate, route, price, limit, reserve and settle one payment. Every check
+ * that can refuse the request runs before money moves; a refused request stores nothing.
+ *
+ * A replay is found without a read of its own: a new payment's insert meets the stored key
+ * (`duplicate`), and a refusal looks the key up before it answers, so a stored intent still
+ * wins over every check after the signature, as the order of checks in docs/design.md says.
+ */
+export async function createIntent(deps: IntentDeps, input: CreateIntentInput): Promise<IntentAnswer> {
+  const { request, serviceId, actor } = input;
+  const fingerprint = fingerprintOf(request, actor);
+  return deps.locks.oneAtATime(`${serviceId}/${request.idempotencyKey}`, async () => {
+    let attempt: Attempt;
+    try {
+      attempt = await validateAndPersist(deps, input, fingerprint);
+    } catch (error) {
+      if (!(error instanceof ApiError)) throw error;
+      const existing = await findIntentByKey(deps.db, serviceId, request.idempotencyKey);
+      if (existing === null) throw error;
+      return replayOf(existing, fingerprint);
+    }
+    if (attempt.kind === 'duplicate') {
+      const stored = await findIntentByKey(deps.db, serviceId, request.idempotencyKey);
+      if (stored === null) throw new Error('idempotency conflict without a stored intent');
+      return replayOf(stored, fingerprint);
+    }
+    const { outcome, channel } = attempt;
+    const log = input.log.child({ traceId: outcome.intent.id });
+    if (outcome.intent.live) void deps.publisher.publish(outcome.intent.id, outcome.transitions.map((t) => t.to), outcome.intent.updatedAt);
+    if (outcome.ledgerFailure !== null) {
+      log.error({ ledger: outcome.ledgerFailure }, 'settlement refused by the ledger; reservation voided');
+      throw apiError('LEDGER_TRANSFER_ERROR', `ledger refused the settlement: ${outcome.ledgerFailure.join(', ')}`);
+    }
+    log.info({ status: outcome.intent.status, channel, operationType: request.operationType, amount: outcome.intent.amount.toString() }, 'intent created');
+    return { replayed: false, intent: outcome.intent };
+  });
+}
+
+type Attempt = { kind: 'duplicate' } | { kind: 'stored'; outcome: Extract<PersistOutcome, { kind: 'stored' }>; channel: Channel };
+
+/** Every check in the order of docs/design.md, then the one transaction; refusals throw ApiError. */
+async function validateAndPersist(deps: IntentDeps, input: CreateIntentInput, fingerprint: string): Promise<Attempt> {
+  const { request, actor } = input;
+  const config = input.config ?? null;
+  authorize(input);
+  const violation = bodyRuleViolation(request);
+  if (violation !== null) throw apiError('BAD_REQUEST', violation);
+  if (request.operationType === 'INVOICE_PAYMENT') checkInvoiceTtl(deps, request);
+
+  const accounts = await resolveAccounts(deps.db, deps.accounts, request, actor);
+  const amount = BigInt(request.amount);
+  const channel = config === null ? await routeChannel(deps.db, request.operationType, amount) : pickChannel(config.routes, request.operationType, amount);
+  CHANNEL_BEHAVIOUR[channel].check?.(request, accounts.from);
+  const isInvoice = isInvoiceChannel(channel);
+  const feeRules = config === null ? undefined : feeRulesOf(config, request.operationType);
+  const fees = isInvoice ? NO_FEES : await calculateFees(deps.db, deps.fees, { ...request, amount }, feeRules);
+  if (fees.postFee > amount) throw apiError('BAD_REQUEST', `post fee ${fees.postFee} exceeds the amount ${amount}`);
+  const legs = await feeLegs(deps.accounts, fees);
+
+  const payer = accounts.from?.userId ?? null;
+  return deps.locks.withPayer(isInvoice ? null : payer, async () => {
+    const draft = draftIntent(deps, input, { fingerprint, accounts, channel, fees });
+    const plan: MoneyPlan | null =
+      accounts.from === null
+        ? null
+        : {
+            intentId: draft.id,
+            operationType: request.operationType,
+            fromLedgerId: accounts.from.ledgerAccountId,
+            toLedgerId: accounts.to.ledgerAccountId,
+            transitLedgerId: ledgerAccountId(transitAccountName(channel, request.currency)),
+            amount,
+            preFee: fees.preFee,
+            postFee: fees.postFee,
+            feeLegs: legs,
+          };
+    const limitRules = plan === null ? [] : config === null ? null : applicableLimitRules(config.limitRules, request);
+    const outcome = await persist(deps, draft, plan, accounts, limitRules);
+    return outcome.kind === 'duplicate' ? { kind: 'duplicate' } : { kind: 'stored', outcome, channel };
+  });
+}
+
+
+function fingerprintOf(request: IntentRequest, actor: number): string {
+  return createHash('sha256').update(requestFingerprint(request, actor)).digest('hex');
+}
+
+/** R14: the same key for a different payment is a conflict, never a second payment. */
+function replayOf(existing: Intent, fingerprint: string): IntentAnswer {
+  if (existing.requestFingerprint !== fingerprint) {
+    throw apiError('CONFLICT', 'idempotency key reused with different parameters');
+  }
+  return { replayed: true, intent: existing };
+}
+
+function authorize(input: CreateIntentInput): void {
+  const allowed: readonly string[] = input.permissions.allowedOperationTypes;
+  if (!allowed.includes(input.request.operationType)) {
+    throw apiError('FORBIDDEN', `service ${input.serviceId} may not create ${input.request.operationType} intents`);
+  }
+  checkOverridePermissions(input.request, input.permissions);
+}
+
+function checkInvoiceTtl(deps: IntentDeps, request: IntentRequest): void {
+  const ttl = request.metadata.ttlSeconds;
+  if (typeof ttl === 'number' && ttl > deps.settings.invoiceMaxTtlS) {
+    throw apiError('BAD_REQUEST', `metadata.ttlSeconds must not exceed ${deps.settings.invoiceMaxTtlS}`);
+  }
+}
+
+/** R16: HMAC-SHA256 of `intentId|amount|currency|toAccountName|expiresAt` truncated to 16 bytes. */
+export function qrSignature(secret: string, intentId: string, amount: bigint, currency: string, toAccountName: string, expiresAt: Date): Buffer {
+  return createHmac('sha256', secret)
+    .update(`${intentId}|${amount}|${currency}|${toAccountName}|${expiresAt.toISOString()}`)
+    .digest()
+    .subarray(0, 16);
+}
+
+function draftIntent(
+  deps: IntentDeps,
+  input: CreateIntentInput,
+  facts: { fingerprint: string; accounts: ResolvedAccounts; channel: Channel; fees: FeeResult },
+): NewIntent {
+  const { request, actor } = input;
+  const { accounts, channel, fees } = facts;
+  // Time-ordered (UUID v7): the intent tables' indexes grow at their end (money-path.ts, transferId).
+  const id = uuidv7();
+  const amount = BigInt(request.amount);
+  const { createdAs } = CHANNEL_BEHAVIOUR[channel];
+  const isInvoice = createdAs === 'CREATED';
+  const now = new Date();
+  const ttlS = (request.metadata.ttlSeconds as number | undefined) ?? deps.settings.invoiceDefaultTtlS;
+  const expiresAt = isInvoice ? new Date(now.getTime() + ttlS * 1000) : null;
+  const status: IntentStatus = createdAs;
+  const metadata = isInvoice ? { appScope: 'a', ...request.metadata } : request.metadata;
+  return {
+    id,
+    idempotencyKey: request.idempotencyKey,
+    serviceId: input.serviceId,
+    requestFingerprint: facts.fingerprint,
+    userId: actor,
+    operationType: request.operationType,
+    channel,
+    fromAccountName: accounts.from?.accountName ?? null,
+    toAccountName: accounts.to.accountName,
+    fromUserId: accounts.from?.userId ?? null,
+    toUserId: accounts.to.userId,
+    externalRef: request.externalRef ?? null,
+    amount,
+    preFeeAmount: fees.preFee,
+    postFeeAmount: fees.postFee,
+    feeSplits: fees.splits.map((split) => ({ account: split.account, amount: split.amount.toString() })),
+    currency: request.currency,
+    status,
+    // The PSP worker completes what is created AUTHORIZED; its payout starts at NEW.
+    pspState: createdAs === 'AUTHORIZED' ? 'NEW' : null,
+    failureReason: null,
+    metadata,
+    fromName: request.fromName ?? null,
+    toName: request.toName ?? null,
+    comment: request.comment ?? null,
+    live: request.live ?? false,
+    expiresAt,
+    reservedAt: isInvoice ? null : now,
+    qrSignature: expiresAt === null ? null : qrSignature(deps.settings.qrSigningSecret, id, amount, request.currency, accounts.to.accountName, expiresAt),
+    issuedByUserId: isInvoice ? actor : null,
+    transferIds: [],
+  };
+}
+
+type PersistOutcome =
+  | { kind: 'duplicate' }
+  | { kind: 'stored'; intent: Intent; transitions: readonly Transition[]; ledgerFailure: string[] | null };
+
+/**
+ * The intent, its audit trail, its ledger movement and its history commit together, in the
+ * transaction of its group commit (intent-commit.ts). A refusal throws and stores nothing.
+ */
+async function persist(
+  deps: IntentDeps,
+  draft: NewIntent,
+  plan: MoneyPlan | null,
+  accounts: ResolvedAccounts,
+  limitRules: readonly LimitRule[] | null,
+): Promise<PersistOutcome> {
+  const transfers =
+    plan === null ? [] : draft.status === 'SETTLED' ? [reserveTransfer(plan, deps.settings.ledgerPendingTimeoutS), ...settleTransfers(plan)] : [reserveTransfer(plan, deps.settings.ledgerPendingTimeoutS)];
+  const intent = { ...draft, transferIds: transfers.map((t) => t.id) };
+  const rules = plan === null ? [] : (limitRules ?? (await loadLimitRules(deps.db, draft.operationType, draft.currency)));
+  const guard = {
+    payerUserId: plan === null ? null : draft.fromUserId,
+    checks: limitChecks(rules, { operationType: draft.operationType, amount: draft.amount, currency: draft.currency, fromUserId: draft.fromUserId, toUserId: draft.toUserId }, new Date()),
+  };
+  const transitions: Transition[] =
+    plan === null
+      ? [{ from: null, to: 'CREATED' }]
+      : [
+          { from: null, to: 'CREATED' },
+          { from: 'CREATED', to: 'VALIDATED' },
+          { from: 'VALIDATED', to: 'AUTHORIZED' },
+          ...(draft.status === 'SETTLED' ? [{ from: 'AUTHORIZED', to: 'SETTLED' }] : []),
+        ];
+  const history = draft.status === 'SETTLED' ? historyRows(draft, accounts) : [];
+  const outcome = await deps.committer.commit({ intent, guard, transfers, transitions, history });
+  switch (outcome.kind) {
+    case 'duplicate':
+      return outcome;
+    case 'refused':
+      throw outcome.error;
+    case 'stored': {
+      const created = stored(intent, outcome.createdAt);
+      if (outcome.failure === null) return { kind: 'stored', intent: created, transitions: outcome.transitions, ledgerFailure: null };
+      return {
+        kind: 'stored',
+        intent: { ...created, status: 'FAILED', failureReason: outcome.failure.reason },
+        transitions: outcome.transitions,
+        ledgerFailure: [...outcome.failure.results],
+      };
+    }
+    default:
+      return assertNever(outcome);
+  }
+}
+
+export function historyRows(intent: Pick<Intent, 'amount' | 'preFeeAmount' | 'postFeeAmount'>, accounts: { from: AccountRecord | null; to: AccountRecord }) {
+  return [
+    ...(accounts.from === null
+      ? []
+      : [{ accountName: accounts.from.accountName, userId: accounts.from.userId, direction: 'DEBIT' as const, amount: intent.amount, feeAmount: intent.preFeeAmount }]),
+    { accountName: accounts.to.accountName, userId: accounts.to.userId, direction: 'CREDIT' as const, amount: intent.amount, feeAmount: intent.postFeeAmount },
+  ];
+}
+
+function stored(draft: NewIntent, createdAt: Date): Intent {
+  return {
+    ...draft,
+    version: 0,
+    canceledAt: null,
+    redeemedAt: null,
+    cancelReason: null,
+    redeemedByUserId: null,
+    confirmIdempotencyKey: null,
+    settlementDate: null,
+    createdAt,
+    updatedAt: createdAt,
+  };
+}

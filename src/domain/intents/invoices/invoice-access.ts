@@ -1,0 +1,29 @@
+import type { Sql } from '../../../adapters/database.js';
+import { apiError, assertNever } from '../../errors.js';
+import { findIntent, type Intent } from '../store/intent-store.js';
+import { isInvoiceChannel } from '../../channels.js';
+
+export type InvoiceAction = 'confirm' | 'cancel';
+
+/** In-process queue key of one invoice's confirms; apart from idempotency keys (`service/key`). */
+export const invoiceLockKey = (intentId: string) => `#invoice/${intentId}`;
+
+/**
+ * The invoice a confirm or cancel names. Another service's intent is indistinguishable from a
+ * missing one (tenant isolation). Cancel errors carry no message (the spec's `{error, status?}`);
+ * confirm keeps the standard body for these two.
+ */
+export async function ownInvoice(sql: Sql, serviceId: string, intentId: string, action: InvoiceAction): Promise<Intent> {
+  const intent = await findIntent(sql, intentId);
+  const bare = action === 'cancel';
+  if (intent === null || intent.serviceId !== serviceId) throw apiError('INTENT_NOT_FOUND', `intent ${intentId} not found`, { bare });
+  if (intent.operationType === 'INVOICE_PAYMENT' && isInvoiceChannel(intent.channel)) return intent;
+  switch (action) {
+    case 'confirm':
+      throw apiError('BAD_REQUEST', `intent ${intentId} is a ${intent.operationType} on ${intent.channel}, not an invoice`);
+    case 'cancel':
+      throw apiError('CANCEL_NOT_SUPPORTED', `channel ${intent.channel} has no cancel`, { bare });
+    default:
+      return assertNever(action);
+  }
+}

@@ -1,0 +1,112 @@
+import { parse as parseUuid, stringify as stringifyUuid, v5 } from 'uuid';
+import { LEDGER_ACCOUNT_NAMESPACE } from '../../../ledger/account-id.js';
+import { LEDGER_THB, TransferFlags, type TransferInput } from '../../../ledger/ledger.js';
+import { OPERATION_TYPES, type OperationType } from '../../model.js';
+
+/**
+ * R18, the money flow of one intent, as ledger transfers. Transfer ids derive from the intent id,
+ * so a retried step (outbox, crash recovery) names the same transfer and the ledger answers
+ * `exists` instead of moving money twice.
+ */
+
+// As bytes: uuid parses a namespace given as text twice per call, three transfers per intent.
+const TRANSFER_NAMESPACE = parseUuid(v5('payorch.transfers', LEDGER_ACCOUNT_NAMESPACE));
+const TIME_PREFIX_BYTES = 6;
+
+/**
+ * UUID v5 of `intentId/step`, whose first 48 bits are replaced by the intent id's: intent ids are
+ * UUID v7, so those bits are the intent's creation time in milliseconds. Transfer ids then arrive
+ * in time order like the intents, and the ledger's primary key index grows at its end instead of
+ * writing a random leaf for every transfer, which is what a random id costs once the index no
+ * longer fits in shared buffers (docs/PERFORMANCE.md). The rest stays a hash: still the same id for
+ * the same step of the same intent, and still a valid version 5 UUID.
+ */
+export function transferId(intentId: string, step: string): string {
+  const id = v5(Buffer.from(`${intentId}/${step}`), TRANSFER_NAMESPACE, new Uint8Array(16));
+  id.set(parseUuid(intentId).subarray(0, TIME_PREFIX_BYTES), 0);
+  return stringifyUuid(id);
+}
+
+export interface MoneyLeg {
+  readonly ledgerAccountId: string;
+  readonly amount: bigint;
+}
+
+export interface MoneyPlan {
+  readonly intentId: string;
+  readonly operationType: OperationType;
+  readonly fromLedgerId: string;
+  readonly toLedgerId: string;
+  readonly transitLedgerId: string;
+  readonly amount: bigint;
+  readonly preFee: bigint;
+  readonly postFee: bigint;
+  /** Every fee account with what it receives (PRE and POST together). */
+  readonly feeLegs: readonly MoneyLeg[];
+}
+
+const codeOf = (operationType: OperationType) => OPERATION_TYPES.indexOf(operationType) + 1;
+
+/** Reserve: a pending transfer from the payer to the channel's transit of amount + preFee. */
+export function reserveTransfer(plan: MoneyPlan, timeoutS: number): TransferInput {
+  return {
+    id: transferId(plan.intentId, 'reserve'),
+    debitAccountId: plan.fromLedgerId,
+    creditAccountId: plan.transitLedgerId,
+    amount: plan.amount + plan.preFee,
+    timeoutS,
+    ledger: LEDGER_THB,
+    code: codeOf(plan.operationType),
+    flags: TransferFlags.pending,
+  };
+}
+
+/**
+ * Settle, all-or-nothing: post the reservation, pay the receiver amount − postFee from transit,
+ * pay each fee account from transit. Transit nets to zero: (amount + pre) − (amount − post) − (pre + post).
+ */
+export function settleTransfers(plan: MoneyPlan): TransferInput[] {
+  const code = codeOf(plan.operationType);
+  const legs: TransferInput[] = [
+    { id: transferId(plan.intentId, 'post'), pendingId: transferId(plan.intentId, 'reserve'), ledger: LEDGER_THB, code, flags: TransferFlags.postPendingTransfer },
+  ];
+  const toReceiver = plan.amount - plan.postFee;
+  if (toReceiver > 0n) {
+    legs.push({
+      id: transferId(plan.intentId, 'credit'),
+      debitAccountId: plan.transitLedgerId,
+      creditAccountId: plan.toLedgerId,
+      amount: toReceiver,
+      ledger: LEDGER_THB,
+      code,
+      flags: TransferFlags.none,
+    });
+  }
+  for (const leg of plan.feeLegs) {
+    if (leg.amount === 0n) continue;
+    legs.push({
+      id: transferId(plan.intentId, `fee/${leg.ledgerAccountId}`),
+      debitAccountId: plan.transitLedgerId,
+      creditAccountId: leg.ledgerAccountId,
+      amount: leg.amount,
+      ledger: LEDGER_THB,
+      code,
+      flags: TransferFlags.none,
+    });
+  }
+  // Every member but the last carries `linked`: the chain applies as one.
+  return legs.map((leg, index) => (index < legs.length - 1 ? { ...leg, flags: leg.flags | TransferFlags.linked } : leg));
+}
+
+/** Release: void the reservation (fail, cancel, expire). */
+export function voidTransfer(intentId: string, operationType: OperationType): TransferInput {
+  return {
+    id: transferId(intentId, 'void'),
+    pendingId: transferId(intentId, 'reserve'),
+    ledger: LEDGER_THB,
+    code: codeOf(operationType),
+    flags: TransferFlags.voidPendingTransfer,
+  };
+}
+
+export const postTransferIds = (plan: MoneyPlan) => settleTransfers(plan).map((t) => t.id);

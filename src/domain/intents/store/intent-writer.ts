@@ -1,0 +1,242 @@
+import assert from 'node:assert/strict';
+import type { Sql } from '../../../adapters/database.js';
+import type { IntentStatus } from '../../model.js';
+import { INTENT_SELECT, type Intent, toIntent, type Transition } from './intent-store.js';
+import { enqueueJob, type OutboxKind, type OutboxPayload } from '../money/outbox-jobs.js';
+import { assertTrail, isAllowedPspTransition, PSP_ACTIVE_SUB_STATES, PSP_TRANSITIONS, type PspSubState } from './state-machine.js';
+
+/**
+ * The one writer of a stored intent's state: every change of its status or PSP sub-state after
+ * creation goes through `moveIntent` / `moveIntents`, which check the move against the transition
+ * tables (state-machine.ts), write the guarded update (the status, and the sub-state and lease
+ * when given, are the guard: R26), the audit events and any outbox job, in the caller's
+ * transaction. New intents are stored with their status by group commit (intent-commit.ts), the
+ * other path that writes the intents table, and whose trails are checked against the same table.
+ * The PSP worker's leases live here too, so that this file is the only one that updates intents
+ * outside that batch path.
+ */
+
+/** What a move may write besides status and sub-state, each a named change: no caller writes an arbitrary column. */
+export interface IntentChanges {
+  readonly failureReason?: string;
+  /** Transfers the move made: added to the intent's list. */
+  readonly addTransferIds?: readonly string[];
+  /** The transfers of an invoice's redemption: its list as a whole. */
+  readonly transferIds?: readonly string[];
+  /** An invoice's payer, claimed with its confirm. */
+  readonly payer?: { readonly accountName: string; readonly userId: number; readonly confirmIdempotencyKey: string };
+  readonly fees?: { readonly preFee: bigint; readonly postFee: bigint; readonly splits: ReadonlyArray<{ account: string; amount: string }> };
+  /** The move reserved money now. */
+  readonly reserved?: boolean;
+  readonly cancelReason?: string;
+  /** Invoices: a change a client can see in `version` (R26's If-Match). */
+  readonly bumpVersion?: boolean;
+  /** A payout's last provider facts. */
+  readonly psp?: { readonly inquiryRef?: string | undefined; readonly settlementDate?: string | undefined; readonly inquiries?: number | undefined };
+  /** A payout ended by an operator: its sub-state ends FAILED too (when it has one). */
+  readonly endSubState?: boolean;
+}
+
+/** Conditions besides the status that must hold for the move; otherwise it does not happen. */
+export interface IntentConditions {
+  /** An invoice still open for payment (`expires_at` in the future on the database's clock). */
+  readonly unexpiredInvoice?: boolean;
+  /** An invoice whose time ran out. */
+  readonly expiredInvoice?: boolean;
+  /** If-Match: the version the caller saw. */
+  readonly version?: number;
+}
+
+/** A move of the PSP sub-state by the worker that holds the intent's lease; the lease is renewed. */
+export interface SubStateMove {
+  readonly from: PspSubState;
+  readonly to: PspSubState;
+  readonly leaseOwner: string;
+  readonly leaseMs: number;
+}
+
+export interface Move {
+  /** The status the intent must be in: the guard. */
+  readonly from: IntentStatus;
+  readonly to: IntentStatus;
+  /**
+   * The audit trail from `from` to `to`, one event per step, when the move passes through
+   * statuses (VALIDATED → AUTHORIZED → SETTLED). Absent: one event from → to.
+   */
+  readonly trail?: readonly Transition[];
+  /** reason and payload of the single event, when there is no trail. */
+  readonly reason?: string | null;
+  readonly payload?: Readonly<Record<string, unknown>> | null;
+  readonly subState?: SubStateMove;
+  readonly changes?: IntentChanges;
+  readonly conditions?: IntentConditions;
+  readonly job?: { readonly kind: OutboxKind; readonly payload: OutboxPayload };
+}
+
+/** Moves one intent; null when it is not in `from` (or a condition or the lease does not hold): nothing is written then. */
+export async function moveIntent(tx: Sql, intentId: string, move: Move): Promise<Intent | null> {
+  const [moved] = await moveIntents(tx, [intentId], move);
+  return moved ?? null;
+}
+
+/** The same move for many intents at once (a sweep); answers those that moved. */
+export async function moveIntents(tx: Sql, intentIds: readonly string[], move: Move): Promise<Intent[]> {
+  const events = eventsOf(move);
+  if (intentIds.length === 0) return [];
+  const update = updateOf(move);
+  const { rows } = await tx.query(`UPDATE intents SET ${update.sets.join(', ')} WHERE id = ANY($1::uuid[]) AND ${update.guards.join(' AND ')} RETURNING ${INTENT_SELECT}`, [
+    intentIds,
+    ...update.params,
+  ]);
+  const moved = rows.map(toIntent);
+  await appendEvents(
+    tx,
+    moved.map((intent) => intent.id),
+    events,
+  );
+  if (move.job !== undefined) for (const intent of moved) await enqueueJob(tx, intent.id, move.job.kind, move.job.payload);
+  return moved;
+}
+
+/** The events a move writes, after checking every step against the transition tables. */
+function eventsOf(move: Move): Transition[] {
+  const { subState } = move;
+  if (subState !== undefined) {
+    assert.ok(isAllowedPspTransition(subState.from, subState.to), `PSP sub-state ${subState.from} → ${subState.to} is not in the transition table`);
+    const intentTo = PSP_TRANSITIONS.find((t) => t.from === subState.from && t.to === subState.to)?.intentTo ?? move.from;
+    assert.equal(move.to, intentTo, `PSP sub-state ${subState.from} → ${subState.to} moves the intent to ${intentTo}, not ${move.to}`);
+    assert.ok(move.trail === undefined, 'a sub-state move has its own event');
+    return [{ from: subState.from, to: subState.to, reason: move.reason ?? null, payload: move.payload ?? null }];
+  }
+  const trail = move.trail ?? [{ from: move.from, to: move.to, reason: move.reason ?? null, payload: move.payload ?? null }];
+  assertTrail(move.from, move.to, trail);
+  return [...trail];
+}
+
+function updateOf(move: Move): { sets: string[]; guards: string[]; params: unknown[] } {
+  const params: unknown[] = [];
+  // $1 is the id list.
+  const p = (value: unknown) => `$${params.push(value) + 1}`;
+  const sets = [`status = ${p(move.to)}`, 'updated_at = now()'];
+  const guards = [`status = ${p(move.from)}`];
+  const { subState, changes = {}, conditions = {} } = move;
+  if (subState !== undefined) {
+    sets.push(`psp_state = ${p(subState.to)}`, `psp_lease_until = now() + ${p(subState.leaseMs)}::bigint * interval '1 millisecond'`);
+    guards.push(`psp_state = ${p(subState.from)}`, `psp_lease_owner = ${p(subState.leaseOwner)}::uuid`);
+  }
+  if (changes.failureReason !== undefined) sets.push(`failure_reason = ${p(changes.failureReason)}`);
+  if (changes.addTransferIds !== undefined && changes.addTransferIds.length > 0) sets.push(`transfer_ids = transfer_ids || ${p(changes.addTransferIds)}::uuid[]`);
+  if (changes.transferIds !== undefined) sets.push(`transfer_ids = ${p(changes.transferIds)}::uuid[]`);
+  if (changes.payer !== undefined) {
+    const userId = p(changes.payer.userId);
+    sets.push(
+      `from_account_name = ${p(changes.payer.accountName)}`,
+      `from_user_id = ${userId}`,
+      `user_id = ${userId}`,
+      `redeemed_by_user_id = ${userId}`,
+      'redeemed_at = now()',
+      `confirm_idempotency_key = ${p(changes.payer.confirmIdempotencyKey)}`,
+    );
+  }
+  if (changes.fees !== undefined) {
+    sets.push(
+      `pre_fee_amount = ${p(changes.fees.preFee.toString())}`,
+      `post_fee_amount = ${p(changes.fees.postFee.toString())}`,
+      `fee_splits = ${p(JSON.stringify(changes.fees.splits))}::jsonb`,
+    );
+  }
+  if (changes.reserved === true) sets.push('reserved_at = now()');
+  if (changes.cancelReason !== undefined) sets.push(`cancel_reason = ${p(changes.cancelReason)}`, 'canceled_at = now()');
+  if (changes.bumpVersion === true) sets.push('version = version + 1');
+  if (changes.psp?.inquiryRef !== undefined) sets.push(`psp_inquiry_ref = ${p(changes.psp.inquiryRef)}`);
+  if (changes.psp?.settlementDate !== undefined) sets.push(`settlement_date = ${p(changes.psp.settlementDate)}`);
+  if (changes.psp?.inquiries !== undefined) sets.push(`psp_inquiries = ${p(changes.psp.inquiries)}`);
+  if (changes.endSubState === true) sets.push("psp_state = CASE WHEN psp_state IS NULL THEN NULL ELSE 'FAILED' END");
+  if (conditions.unexpiredInvoice === true) guards.push("operation_type = 'INVOICE_PAYMENT'", 'expires_at > now()');
+  if (conditions.expiredInvoice === true) guards.push("operation_type = 'INVOICE_PAYMENT'", 'expires_at < now()');
+  if (conditions.version !== undefined) guards.push(`version = ${p(conditions.version)}`);
+  return { sets, guards, params };
+}
+
+/** Appends the same events to each intent, in order; the id sequence breaks ties between equal timestamps. */
+async function appendEvents(sql: Sql, intentIds: readonly string[], events: readonly Transition[]): Promise<void> {
+  if (intentIds.length === 0 || events.length === 0) return;
+  await sql.query(
+    `INSERT INTO intent_events (intent_id, status_from, status_to, reason, payload)
+     SELECT i.id, e.status_from, e.status_to, e.reason, e.payload
+       FROM unnest($1::uuid[]) WITH ORDINALITY AS i (id, ord),
+            unnest($2::text[], $3::text[], $4::text[], $5::jsonb[]) WITH ORDINALITY AS e (status_from, status_to, reason, payload, ord)
+      ORDER BY i.ord, e.ord`,
+    [
+      intentIds,
+      events.map((t) => t.from),
+      events.map((t) => t.to),
+      events.map((t) => t.reason ?? null),
+      events.map((t) => (t.payload === undefined || t.payload === null ? null : JSON.stringify(t.payload))),
+    ],
+  );
+}
+
+// The PSP worker's leases ---------------------------------------------------------------------
+
+export interface PspClaimRow {
+  readonly id: string;
+  readonly psp_state: PspSubState;
+  readonly amount: bigint;
+  readonly pre_fee_amount: bigint;
+  readonly post_fee_amount: bigint;
+  readonly currency: string;
+  readonly metadata: Record<string, unknown>;
+  readonly psp_inquiries: number;
+  readonly psp_inquiry_ref: string | null;
+  readonly confirm_window_open: boolean;
+}
+
+/**
+ * Claims up to `limit` payouts that are due, in one statement (FOR UPDATE SKIP LOCKED, then the
+ * lease written on the rows): concurrent workers never claim one intent at once, and the row
+ * locks last only for this statement. `confirmWindowS`: a confirm may still be sent while the
+ * reservation is younger than this.
+ */
+export async function claimPayouts(
+  sql: Sql,
+  claim: { readonly owner: string; readonly limit: number; readonly leaseMs: number; readonly confirmWindowS: number },
+): Promise<PspClaimRow[]> {
+  const { rows } = await sql.query<PspClaimRow>(
+    `WITH due AS (
+       SELECT id FROM intents
+        WHERE status = 'AUTHORIZED' AND channel = 'PSPX_TRANSFER' AND psp_state = ANY($5::text[])
+          AND psp_next_at <= now() AND (psp_lease_until IS NULL OR psp_lease_until < now())
+        ORDER BY psp_next_at, created_at
+        LIMIT $1
+          FOR UPDATE SKIP LOCKED)
+     UPDATE intents i SET psp_lease_owner = $2::uuid, psp_lease_until = now() + $3::bigint * interval '1 millisecond'
+       FROM due WHERE i.id = due.id
+     RETURNING i.id, i.psp_state, i.amount, i.pre_fee_amount, i.post_fee_amount, i.currency, i.metadata, i.psp_inquiries, i.psp_inquiry_ref,
+               coalesce(i.reserved_at, i.created_at) + $4::bigint * interval '1 second' > now() AS confirm_window_open`,
+    [claim.limit, claim.owner, claim.leaseMs, claim.confirmWindowS, PSP_ACTIVE_SUB_STATES],
+  );
+  return rows;
+}
+
+/** Gives a claimed payout back, due again after `delayMs`; nothing when another worker holds it now. */
+export async function releasePayout(sql: Sql, intentId: string, leaseOwner: string, delayMs: number): Promise<void> {
+  await sql.query(
+    `UPDATE intents SET psp_lease_owner = NULL, psp_lease_until = NULL, psp_next_at = now() + $3::bigint * interval '1 millisecond'
+      WHERE id = $1 AND psp_lease_owner = $2::uuid`,
+    [intentId, leaseOwner, delayMs],
+  );
+}
+
+/**
+ * Counts a status inquiry that brought no final answer and renews the lease; false when the
+ * intent changed meanwhile (the lease ran out and another worker took it).
+ */
+export async function countInquiry(sql: Sql, intentId: string, lease: { readonly owner: string; readonly ms: number }, inquiries: { readonly from: number; readonly to: number }): Promise<boolean> {
+  const { rowCount } = await sql.query(
+    `UPDATE intents SET psp_inquiries = $4, psp_lease_until = now() + $5::bigint * interval '1 millisecond', updated_at = now()
+      WHERE id = $1 AND status = 'AUTHORIZED' AND psp_state = 'INQUIRING' AND psp_lease_owner = $2::uuid AND psp_inquiries = $3`,
+    [intentId, lease.owner, inquiries.from, inquiries.to, lease.ms],
+  );
+  return rowCount === 1;
+}

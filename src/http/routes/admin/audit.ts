@@ -1,0 +1,60 @@
+import type { App } from '../../typed-app.js';
+import Type from 'typebox';
+import type { Database } from '../../../adapters/database.js';
+import { AUDIT_CHECKS, runAudit } from '../../../domain/audit.js';
+import { responses, Uuid } from '../../schemas.js';
+import { ADMIN_SECURITY } from './crud.js';
+
+const AuditQuery = Type.Object(
+  {
+    since: Type.Optional(
+      Type.String({ format: 'date-time', description: 'only intents updated since then get the per-intent checks; ledger-wide checks always run' }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+const AuditViolation = Type.Object(
+  {
+    check: Type.Enum(AUDIT_CHECKS, { description: 'the name of the invariant that does not hold' }),
+    detail: Type.String(),
+    intentId: Type.Optional(Uuid),
+    account: Type.Optional(Type.String({ description: 'account name' })),
+  },
+  { additionalProperties: false },
+);
+
+export const AuditResponse = Type.Object(
+  {
+    ok: Type.Boolean({ description: 'true when no violation was found' }),
+    checkedAt: Type.String({ description: 'ISO 8601 UTC' }),
+    violations: Type.Immutable(Type.Array(AuditViolation)),
+  },
+  { additionalProperties: false },
+);
+
+/**
+ * GET /admin/audit: the invariant audit on one consistent snapshot. A broken invariant is a
+ * finding, not a failed request, so the answer is 200 with ok false; a monitor alerts on `ok`.
+ */
+export function adminAuditRoutes(app: App, deps: { readonly db: Database }): void {
+  app.get(
+    '/admin/audit',
+    {
+      config: { auth: 'admin' },
+      schema: {
+        tags: ['admin'],
+        security: ADMIN_SECURITY,
+        summary: 'Check the money and audit-trail invariants between the ledger and the intents',
+        querystring: AuditQuery,
+        response: responses({ 200: AuditResponse }, [401, 403, 422]),
+      },
+    },
+    async (request) => {
+      const { since } = request.query;
+      const result = await runAudit(deps.db, since === undefined ? {} : { since: new Date(since) });
+      if (!result.ok) request.log.error({ violations: result.violations.length }, 'invariant audit found violations');
+      return result;
+    },
+  );
+}

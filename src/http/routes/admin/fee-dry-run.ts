@@ -1,0 +1,50 @@
+import type { App } from '../../typed-app.js';
+import Type from 'typebox';
+import { apiError } from '../../../domain/errors.js';
+import { type FeeEngine, FeeEvaluationError } from '../../../domain/fees/index.js';
+import { Money, responses } from '../../schemas.js';
+
+export function feeDryRunRoutes(app: App, deps: { fees: FeeEngine }) {
+  app.post(
+    '/admin/fee-rules/dry-run',
+    {
+      config: { auth: 'admin' },
+      schema: {
+        tags: ['admin'],
+        summary: 'Evaluate a fee expression against a context, without storing anything',
+        body: Type.Object(
+          {
+            expression: Type.String({ minLength: 1, maxLength: 10_000 }),
+            context: Type.Object(
+              {
+                operationType: Type.String({ minLength: 1, maxLength: 50 }),
+                amount: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }),
+                currency: Type.String({ minLength: 3, maxLength: 3 }),
+                metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { default: {} })),
+              },
+              { additionalProperties: false },
+            ),
+          },
+          { additionalProperties: false },
+        ),
+        response: responses(
+          { 200: Type.Object({ splits: Type.Array(Type.Object({ account: Type.String(), amount: Money })), totalFee: Money }) },
+          [401, 403, 422],
+        ),
+      },
+    },
+    async (request) => {
+      const { expression, context } = request.body;
+      try {
+        const result = await deps.fees.dryRun(expression, { ...context, amount: BigInt(context.amount), metadata: context.metadata ?? {} });
+        return {
+          splits: result.splits.map((split) => ({ account: split.account, amount: split.amount.toString() })),
+          totalFee: result.totalFee.toString(),
+        };
+      } catch (error) {
+        if (error instanceof FeeEvaluationError) throw apiError('EVAL_ERROR', error.message);
+        throw error;
+      }
+    },
+  );
+}

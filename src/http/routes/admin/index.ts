@@ -1,0 +1,92 @@
+import type { App } from '../../typed-app.js';
+import type { Database } from '../../../adapters/database.js';
+import { AuthPolicy, AuthPolicyInputs, authPolicies } from '../../../domain/admin/auth-policies.js';
+import { checkFeeExpression } from '../../../domain/admin/fee-expression-check.js';
+import { FeeRule, FeeRuleInputs, feeRules } from '../../../domain/admin/fee-rules.js';
+import { LimitRule, LimitRuleInputs, limitRules } from '../../../domain/admin/limit-rules.js';
+import { checkRoute, Route, RouteInputs, routes } from '../../../domain/admin/routes.js';
+import { checkPermissions, type Permissions, ServiceIdParams, ServiceKey, ServiceKeyInputs, serviceKeys } from '../../../domain/admin/service-keys.js';
+import { createFeeEngine, type FeeEngine } from '../../../domain/fees/index.js';
+import { crudRoutes } from './crud.js';
+import { IdParams } from './schemas.js';
+import { adminSystemRoutes, type ReloadSecrets } from './system.js';
+
+export interface AdminDeps {
+  readonly db: Database;
+  /** The engine that calculates fees, so a rule is checked under the same limits; one is made when absent. */
+  readonly feeEngine?: FeeEngine | undefined;
+  readonly reloadSecrets?: ReloadSecrets | undefined;
+}
+
+/** Every `/admin/*` route of issue 6: signed key with `admin`, or the admin bearer token (R11). */
+export async function adminRoutes(app: App, deps: AdminDeps): Promise<void> {
+  const { db } = deps;
+  let feeEngine = deps.feeEngine;
+  if (feeEngine === undefined) {
+    const own = await createFeeEngine();
+    app.addHook('onClose', async () => own.dispose());
+    feeEngine = own;
+  }
+  const engine = feeEngine;
+
+  crudRoutes(app, db, {
+    path: '/admin/fee-rules',
+    noun: 'fee rule',
+    listKey: 'feeRules',
+    entity: feeRules,
+    record: FeeRule,
+    bodies: FeeRuleInputs,
+    keyParam: 'id',
+    params: IdParams,
+    // Turning a broken rule off must stay possible; anything that leaves it active, or a new
+    // expression, is checked.
+    checkRecord: async (rule, input) => {
+      if (rule.active || input.expression !== undefined) await checkFeeExpression(engine, rule);
+    },
+  });
+  crudRoutes(app, db, {
+    path: '/admin/routes',
+    noun: 'route',
+    listKey: 'routes',
+    entity: routes,
+    record: Route,
+    bodies: RouteInputs,
+    keyParam: 'id',
+    params: IdParams,
+    checkRecord: checkRoute,
+  });
+  crudRoutes(app, db, {
+    path: '/admin/limit-rules',
+    noun: 'limit rule',
+    listKey: 'limitRules',
+    entity: limitRules,
+    record: LimitRule,
+    bodies: LimitRuleInputs,
+    keyParam: 'id',
+    params: IdParams,
+  });
+  crudRoutes(app, db, {
+    path: '/admin/auth-policies',
+    noun: 'auth policy',
+    listKey: 'authPolicies',
+    entity: authPolicies,
+    record: AuthPolicy,
+    bodies: AuthPolicyInputs,
+    keyParam: 'id',
+    params: IdParams,
+  });
+  crudRoutes(app, db, {
+    path: '/admin/service-keys',
+    noun: 'service key',
+    listKey: 'serviceKeys',
+    entity: serviceKeys,
+    record: ServiceKey,
+    bodies: ServiceKeyInputs,
+    keyParam: 'serviceId',
+    params: ServiceIdParams,
+    checkInput: (input) => {
+      if (input.permissions !== undefined) checkPermissions(input.permissions as Permissions);
+    },
+  });
+  adminSystemRoutes(app, { db, reloadSecrets: deps.reloadSecrets });
+}

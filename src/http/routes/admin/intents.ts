@@ -1,0 +1,161 @@
+import type { App } from '../../typed-app.js';
+import Type from 'typebox';
+import type { Database } from '../../../adapters/database.js';
+import { apiError } from '../../../domain/errors.js';
+import { decodeCursor, type IntentFilter, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, listIntents } from '../../../domain/intents/store/intent-listing.js';
+import { findIntent, type Intent, listEvents } from '../../../domain/intents/store/intent-store.js';
+import { CHANNELS, INTENT_STATUSES, OPERATION_TYPES } from '../../../domain/model.js';
+import { Money, responses, Uuid } from '../../schemas.js';
+import { ADMIN_SECURITY } from './crud.js';
+
+const config = { auth: 'admin' as const };
+const tags = ['admin'];
+const Timestamp = Type.String({ format: 'date-time' });
+const NullableString = Type.Union([Type.String(), Type.Null()]);
+const NullableTimestamp = Type.Union([Timestamp, Type.Null()]);
+
+const ListQuery = Type.Object(
+  {
+    status: Type.Optional(Type.Enum(INTENT_STATUSES)),
+    operationType: Type.Optional(Type.Enum(OPERATION_TYPES)),
+    channel: Type.Optional(Type.Enum(CHANNELS)),
+    serviceId: Type.Optional(Type.String({ minLength: 1, maxLength: 50 })),
+    createdFrom: Type.Optional(Type.String({ format: 'date-time', description: 'inclusive, ISO 8601' })),
+    createdTo: Type.Optional(Type.String({ format: 'date-time', description: 'exclusive, ISO 8601' })),
+    cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'nextCursor of the previous page' })),
+    limit: Type.Integer({ minimum: 1, maximum: LIST_LIMIT_MAX, default: LIST_LIMIT_DEFAULT }),
+  },
+  { additionalProperties: false },
+);
+
+/** Everything an operator needs to find and judge an intent; secrets of the invoice (qrSignature) stay out. */
+const AdminIntent = Type.Object({
+  intentId: Uuid,
+  serviceId: Type.String(),
+  idempotencyKey: Uuid,
+  userId: Type.Integer(),
+  operationType: Type.String(),
+  channel: Type.String(),
+  status: Type.String(),
+  pspState: NullableString,
+  amount: Money,
+  currency: Type.String(),
+  preFeeAmount: Money,
+  postFeeAmount: Money,
+  fromAccount: NullableString,
+  toAccount: Type.String(),
+  externalRef: NullableString,
+  failureReason: NullableString,
+  cancelReason: NullableString,
+  settlementDate: NullableString,
+  metadata: Type.Record(Type.String(), Type.Unknown()),
+  version: Type.Integer(),
+  expiresAt: NullableTimestamp,
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+});
+
+const AdminIntentEvent = Type.Object({
+  id: Type.Integer(),
+  statusFrom: NullableString,
+  statusTo: Type.String(),
+  reason: NullableString,
+  payload: Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.Null()]),
+  createdAt: Timestamp,
+});
+
+const AdminIntentWithEvents = Type.Object({ ...AdminIntent.properties, events: Type.Array(AdminIntentEvent) });
+
+const iso = (date: Date | null) => (date === null ? null : date.toISOString());
+
+function adminIntentView(intent: Intent) {
+  return {
+    intentId: intent.id,
+    serviceId: intent.serviceId,
+    idempotencyKey: intent.idempotencyKey,
+    userId: intent.userId,
+    operationType: intent.operationType,
+    channel: intent.channel,
+    status: intent.status,
+    pspState: intent.pspState,
+    amount: intent.amount.toString(),
+    currency: intent.currency,
+    preFeeAmount: intent.preFeeAmount.toString(),
+    postFeeAmount: intent.postFeeAmount.toString(),
+    fromAccount: intent.fromAccountName,
+    toAccount: intent.toAccountName,
+    externalRef: intent.externalRef,
+    failureReason: intent.failureReason,
+    cancelReason: intent.cancelReason,
+    settlementDate: intent.settlementDate,
+    metadata: { ...intent.metadata },
+    version: intent.version,
+    expiresAt: iso(intent.expiresAt),
+    createdAt: intent.createdAt.toISOString(),
+    updatedAt: intent.updatedAt.toISOString(),
+  };
+}
+
+type ListQueryValue = {
+  status?: IntentFilter['status'];
+  operationType?: IntentFilter['operationType'];
+  channel?: IntentFilter['channel'];
+  serviceId?: string;
+  createdFrom?: string;
+  createdTo?: string;
+  cursor?: string;
+  limit: number;
+};
+
+function filterOf(query: ListQueryValue): IntentFilter {
+  return {
+    ...(query.status === undefined ? {} : { status: query.status }),
+    ...(query.operationType === undefined ? {} : { operationType: query.operationType }),
+    ...(query.channel === undefined ? {} : { channel: query.channel }),
+    ...(query.serviceId === undefined ? {} : { serviceId: query.serviceId }),
+    ...(query.createdFrom === undefined ? {} : { createdFrom: query.createdFrom }),
+    ...(query.createdTo === undefined ? {} : { createdTo: query.createdTo }),
+  };
+}
+
+/** Operator reads across every service (R11 admin auth); tenant isolation applies to service keys only. */
+export function adminIntentRoutes(app: App, deps: { readonly db: Database }): void {
+  app.get(
+    '/admin/intents',
+    {
+      config,
+      schema: {
+        tags,
+        security: ADMIN_SECURITY,
+        summary: 'List intents of every service, newest first, with filters and cursor paging',
+        querystring: ListQuery,
+        response: responses({ 200: Type.Object({ intents: Type.Array(AdminIntent), nextCursor: NullableString }) }, [401, 403, 422]),
+      },
+    },
+    async (request) => {
+      const query = request.query;
+      if (query.cursor !== undefined && decodeCursor(query.cursor) === null) throw apiError('VALIDATION_ERROR', 'querystring.cursor: not a cursor this listing issued');
+      const page = await listIntents(deps.db, filterOf(query), { limit: query.limit, cursor: query.cursor ?? null });
+      return { intents: page.intents.map(adminIntentView), nextCursor: page.nextCursor };
+    },
+  );
+
+  app.get(
+    '/admin/intents/:id',
+    {
+      config,
+      schema: {
+        tags,
+        security: ADMIN_SECURITY,
+        summary: 'Read any intent with its audit trail',
+        params: Type.Object({ id: Uuid }),
+        response: responses({ 200: AdminIntentWithEvents }, [401, 403, 404]),
+      },
+    },
+    async (request) => {
+      const intent = await findIntent(deps.db, request.params.id);
+      if (intent === null) throw apiError('NOT_FOUND', 'intent not found');
+      return { ...adminIntentView(intent), events: await listEvents(deps.db, intent.id) };
+    },
+  );
+}
