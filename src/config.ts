@@ -21,7 +21,7 @@ export const Permissions = Type.Object(
     fromAccountOverride: Type.Optional(AccountOverride),
     toAccountOverride: Type.Optional(AccountOverride),
     accountEntityTypes: Type.Optional(Type.Array(Type.Enum(ENTITY_TYPES))),
-    /** Refuse the specification's X-Signature for this key: only RFC 9421 message signatures verify. */
+    /** Refuse the older X-Signature (docs/rules.md R1) for this key: only RFC 9421 message signatures verify. */
     requireMessageSignatures: Type.Optional(Type.Boolean()),
     /** A token bucket per service id: `requestsPerSecond` refill, `burst` capacity. Absent: no limit. */
     rateLimit: Type.Optional(

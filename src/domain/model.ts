@@ -1,4 +1,4 @@
-/** The vocabulary of the specification, exact. */
+/** The interface's vocabulary, exact (docs/rules.md, Vocabulary). */
 
 export const OPERATION_TYPES = [
   'P2P_TRANSFER',
@@ -64,7 +64,7 @@ export const ACCOUNT_TYPES = [
 ] as const;
 export type AccountType = (typeof ACCOUNT_TYPES)[number];
 
-/** Accounts that belong to nobody may go negative; the rest may not be overdrawn (R19). */
+/** Accounts that belong to nobody may go negative; the rest may not be overdrawn (docs/rules.md R19). */
 export const UNOWNED_ACCOUNT_TYPES: readonly AccountType[] = ['TRANSIT', 'REVENUE', 'NOSTRO', 'EQUITY'];
 
 export const STEP_UP_LEVELS = ['NONE', 'PIN', 'BIOMETRIC', 'OTP', 'KYC_UPLIFT', 'BLOCK'] as const;
@@ -73,7 +73,7 @@ export type StepUpLevel = (typeof STEP_UP_LEVELS)[number];
 export const ENTITY_TYPES = ['user', 'merchant', 'agent'] as const;
 export type EntityType = (typeof ENTITY_TYPES)[number];
 
-/** R17: the transit account that holds an intent's reservation, per channel. */
+/** docs/rules.md R17: the transit account that holds an intent's reservation, per channel. */
 export const TRANSIT_OF_CHANNEL: Readonly<Record<Channel, string>> = {
   INTERNAL_P2P: 'INTERNAL_P2P',
   PSPX_TRANSFER: 'PSPX',

@@ -4,7 +4,7 @@ export const LIMIT_DIRECTIONS = ['DEBIT', 'CREDIT', 'BOTH'] as const;
 export const LIMIT_WINDOWS = ['DAILY', 'MONTHLY', 'PER_TRANSACTION'] as const;
 export const LIMIT_TYPES = ['AMOUNT', 'COUNT'] as const;
 
-/** R21. `limit` is satang for AMOUNT and a number of intents for COUNT; a decimal string either way. */
+/** docs/rules.md R21. `limit` is satang for AMOUNT and a number of intents for COUNT; a decimal string either way. */
 export interface LimitRuleRecord {
   readonly id: number;
   readonly name: string;

@@ -2,7 +2,7 @@ import { apiError } from '../errors.js';
 import { type Channel, channelCarries } from '../model.js';
 import { type AdminEntity, read } from './admin-entity.js';
 
-/** R20: the active route of lowest priority whose [minAmount, maxAmount] holds the amount wins. */
+/** docs/rules.md R20: the active route of lowest priority whose [minAmount, maxAmount] holds the amount wins. */
 export interface RouteRecord {
   readonly id: number;
   readonly operationType: string;

@@ -2,7 +2,7 @@ import type { Permissions } from '../../config.js';
 import { apiError } from '../errors.js';
 import { type AdminEntity, read } from './admin-entity.js';
 
-/** The key record only: secrets live in CONFIG_FILE and memory, never here (spec rule 3). */
+/** The key record only: secrets live in CONFIG_FILE and memory, never here (docs/rules.md, Key records). */
 export interface ServiceKeyRecord {
   readonly serviceId: string;
   readonly active: boolean;

@@ -6,7 +6,7 @@ import { CHANNELS, OPERATION_TYPES, STEP_UP_LEVELS } from '../../domain/model.js
 import { Money } from '../schemas.js';
 
 /**
- * Request and response schemas of the admin API. Field names follow CONFIG_FILE (R20, R21):
+ * Request and response schemas of the admin API. Field names follow CONFIG_FILE (docs/rules.md R20, R21):
  * what an operator writes in the config is what the API takes. Money and limits go in as JSON
  * integers and come out as decimal strings. Defaults are those of the table columns and are
  * only described here: a schema default would also fill in absent fields of a PATCH.
@@ -98,7 +98,7 @@ export const LimitRule = Type.Object({
 
 // Auth policies ---------------------------------------------------------------------------------
 
-/** Known keys are type-checked; other keys are stored and ignored by evaluation (spec). */
+/** Known keys are type-checked; other keys are stored and ignored by evaluation (docs/rules.md, Step-up policies). */
 const Condition = Type.Object(
   {
     amount_lt: Type.Optional(Type.Number()),
