@@ -93,6 +93,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   const monitor = startEventLoopMonitor();
   app.addHook('onClose', async () => monitor.stop());
+  app.addHook('onListen', async () => monitor.restart());
 
   healthRoutes(app, { sql: deps.db, ledger: deps.ledger, version: VERSION, eventLoopDelayMs: monitor.delayMs });
   accountRoutes(app, { db: deps.db, ledger: deps.ledger });

@@ -4,112 +4,21 @@ import { randomBytes } from 'node:crypto';
 import Type, { type Static } from 'typebox';
 import { Value } from 'typebox/value';
 import { FEE_WORKERS_DEFAULT } from './domain/fees/pooled-fee-engine.js';
-import { ACCOUNT_TYPES, CHANNELS, channelCarries, ENTITY_TYPES, OPERATION_TYPES, STEP_UP_LEVELS } from './domain/model.js';
-
-const AccountOverride = Type.Object(
-  { allowedTypes: Type.Array(Type.Enum(ACCOUNT_TYPES)), namePattern: Type.String() },
-  { additionalProperties: false },
-);
-
-export const Permissions = Type.Object(
-  {
-    allowedOperationTypes: Type.Array(Type.String({ maxLength: 50 })),
-    merchantId: Type.Optional(Type.Integer({ minimum: 1 })),
-    forceResolve: Type.Optional(Type.Boolean()),
-    admin: Type.Optional(Type.Boolean()),
-    allowToLedgerAccountId: Type.Optional(Type.Boolean()),
-    fromAccountOverride: Type.Optional(AccountOverride),
-    toAccountOverride: Type.Optional(AccountOverride),
-    accountEntityTypes: Type.Optional(Type.Array(Type.Enum(ENTITY_TYPES))),
-    /** Refuse the older X-Signature (docs/rules.md R1) for this key: only RFC 9421 message signatures verify. */
-    requireMessageSignatures: Type.Optional(Type.Boolean()),
-    /** A token bucket per service id: `requestsPerSecond` refill, `burst` capacity. Absent: no limit. */
-    rateLimit: Type.Optional(
-      Type.Object(
-        { requestsPerSecond: Type.Number({ exclusiveMinimum: 0, maximum: 1_000_000 }), burst: Type.Integer({ minimum: 1, maximum: 1_000_000 }) },
-        { additionalProperties: false },
-      ),
-    ),
-  },
-  { additionalProperties: false },
-);
-export type Permissions = Static<typeof Permissions>;
-
-const Amount = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER });
+import { AuthPolicyInputs } from './domain/admin/auth-policies.js';
+import { FeeRuleInputs } from './domain/admin/fee-rules.js';
+import { LimitRuleInputs } from './domain/admin/limit-rules.js';
+import { RouteInputs } from './domain/admin/routes.js';
+import { ServiceKeyInputs } from './domain/admin/service-keys.js';
+import { ACCOUNT_TYPES, channelCarries } from './domain/model.js';
 
 const ConfigFileSchema = Type.Object(
   {
     secrets: Type.Record(Type.String({ minLength: 1, maxLength: 50 }), Type.Union([Type.String({ minLength: 1 }), Type.Array(Type.String({ minLength: 1 }), { minItems: 1 })])),
-    serviceKeys: Type.Array(
-      Type.Object(
-        { serviceId: Type.String({ minLength: 1, maxLength: 50 }), active: Type.Optional(Type.Boolean()), permissions: Permissions },
-        { additionalProperties: false },
-      ),
-    ),
-    routes: Type.Optional(
-      Type.Array(
-        Type.Object(
-          {
-            operationType: Type.Enum(OPERATION_TYPES),
-            minAmount: Type.Optional(Amount),
-            maxAmount: Type.Optional(Type.Union([Amount, Type.Null()])),
-            channel: Type.Enum(CHANNELS),
-            priority: Type.Optional(Type.Integer()),
-            active: Type.Optional(Type.Boolean()),
-          },
-          { additionalProperties: false },
-        ),
-      ),
-    ),
-    feeRules: Type.Optional(
-      Type.Array(
-        Type.Object(
-          {
-            name: Type.String({ minLength: 1, maxLength: 100 }),
-            operationType: Type.Enum(OPERATION_TYPES),
-            expression: Type.String({ minLength: 1 }),
-            timing: Type.Optional(Type.Union([Type.Literal('PRE'), Type.Literal('POST')])),
-            tagsInclude: Type.Optional(Type.Array(Type.String())),
-            tagsExclude: Type.Optional(Type.Array(Type.String())),
-            priority: Type.Optional(Type.Integer()),
-            active: Type.Optional(Type.Boolean()),
-          },
-          { additionalProperties: false },
-        ),
-      ),
-    ),
-    limitRules: Type.Optional(
-      Type.Array(
-        Type.Object(
-          {
-            name: Type.String({ minLength: 1, maxLength: 100 }),
-            operationType: Type.Optional(Type.String({ minLength: 1, maxLength: 50 })),
-            direction: Type.Union([Type.Literal('DEBIT'), Type.Literal('CREDIT'), Type.Literal('BOTH')]),
-            window: Type.Union([Type.Literal('DAILY'), Type.Literal('MONTHLY'), Type.Literal('PER_TRANSACTION')]),
-            limitType: Type.Union([Type.Literal('AMOUNT'), Type.Literal('COUNT')]),
-            limit: Amount,
-            currency: Type.Optional(Type.String({ minLength: 3, maxLength: 3 })),
-            active: Type.Optional(Type.Boolean()),
-          },
-          { additionalProperties: false },
-        ),
-      ),
-    ),
-    authPolicies: Type.Optional(
-      Type.Array(
-        Type.Object(
-          {
-            scope: Type.String({ minLength: 1, maxLength: 80 }),
-            condition: Type.Record(Type.String(), Type.Unknown()),
-            requiredStepUp: Type.Enum(STEP_UP_LEVELS),
-            reasonCode: Type.String({ minLength: 1, maxLength: 50 }),
-            priority: Type.Optional(Type.Integer()),
-            active: Type.Optional(Type.Boolean()),
-          },
-          { additionalProperties: false },
-        ),
-      ),
-    ),
+    serviceKeys: Type.Array(ServiceKeyInputs.create),
+    routes: Type.Optional(Type.Array(RouteInputs.create)),
+    feeRules: Type.Optional(Type.Array(FeeRuleInputs.create)),
+    limitRules: Type.Optional(Type.Array(LimitRuleInputs.create)),
+    authPolicies: Type.Optional(Type.Array(AuthPolicyInputs.create)),
     accounts: Type.Optional(
       Type.Array(
         Type.Object(

@@ -2,14 +2,16 @@
  * Request and response shapes of the interface, as on the wire: money goes in as a JSON integer
  * of satang and comes out as a decimal string (`Money`), so no amount passes through a float on
  * the way back. The vocabulary (statuses, operation types, ...) and the admin records are the
- * service's own types, imported, so client and server cannot drift apart.
+ * service's own types, and the request bodies are derived from the schemas the service validates
+ * them with, so client and server cannot drift apart.
  */
-import type { Permissions } from '../config.js';
-import type { AuthPolicyRecord } from '../domain/admin/auth-policies.js';
-import type { FeeRuleRecord } from '../domain/admin/fee-rules.js';
-import type { LIMIT_DIRECTIONS, LIMIT_TYPES, LIMIT_WINDOWS, LimitRuleRecord } from '../domain/admin/limit-rules.js';
-import type { RouteRecord } from '../domain/admin/routes.js';
-import type { ServiceKeyRecord } from '../domain/admin/service-keys.js';
+import type { WalletCustomer } from '../adapters/pspx/pspx-client.js';
+import type { AuthPolicyInput as AuthPolicyCreate, AuthPolicyRecord } from '../domain/admin/auth-policies.js';
+import type { FeeRuleInput as FeeRuleCreate, FeeRuleRecord } from '../domain/admin/fee-rules.js';
+import type { LimitRuleInput as LimitRuleCreate, LimitRuleRecord } from '../domain/admin/limit-rules.js';
+import type { RouteInput as RouteCreate, RouteRecord } from '../domain/admin/routes.js';
+import type { Permissions, ServiceKeyInput as ServiceKeyCreate, ServiceKeyPatch as ServiceKeyChange, ServiceKeyRecord } from '../domain/admin/service-keys.js';
+import type { IntentInput, QuoteInput } from '../domain/intents/intent-request.js';
 import type { AccountType, Channel, EntityType, IntentStatus, OperationType, StepUpLevel } from '../domain/model.js';
 
 export type { AccountType, Channel, EntityType, IntentStatus, OperationType, Permissions, StepUpLevel };
@@ -30,23 +32,7 @@ export type Health = { readonly status: 'ok'; readonly version: string; readonly
 // Intents ------------------------------------------------------------------------------------------
 
 /** BaseIntentBody; `idempotencyKey` may be left out: the client then generates one, once per call. */
-export interface IntentCreateRequest {
-  readonly idempotencyKey?: string;
-  readonly operationType: OperationType;
-  /** satang, integer > 0 */
-  readonly amount: number;
-  readonly currency?: string;
-  readonly metadata?: Metadata;
-  readonly fromAccountName?: string;
-  readonly toAccountName?: string;
-  readonly toLedgerAccountId?: string;
-  readonly fromName?: string;
-  readonly toName?: string;
-  readonly comment?: string;
-  readonly live?: boolean;
-  readonly externalRef?: string;
-  readonly recipientUserId?: number;
-}
+export type IntentCreateRequest = Readonly<Omit<IntentInput, 'idempotencyKey'> & { idempotencyKey?: string }>;
 
 export interface IntentCreated {
   readonly intentId: string;
@@ -106,12 +92,7 @@ export interface IntentEvents {
   readonly events: readonly IntentEvent[];
 }
 
-export interface QuoteRequest {
-  readonly operationType: Exclude<OperationType, 'NFC_CHARGE'>;
-  readonly amount: number;
-  readonly currency?: string;
-  readonly metadata?: Metadata;
-}
+export type QuoteRequest = Readonly<QuoteInput>;
 
 export interface FeeSplit {
   readonly account: string;
@@ -208,22 +189,7 @@ export interface Transactions {
   readonly transactions: readonly Transaction[];
 }
 
-export interface IppsRegistrationRequest {
-  readonly externalUserId: string;
-  readonly customerEnglishName: string;
-  /** 13 digits */
-  readonly senderTaxId: string;
-  readonly senderAccountName: string;
-  readonly senderMobileNumber?: string;
-  /** YYYY-MM-DD */
-  readonly documentExpiry: string;
-  /** YYYY-MM-DD */
-  readonly dateOfBirth: string;
-  readonly phoneNumber: string;
-  /** ISO 3166-1 alpha-2 */
-  readonly nationality: string;
-  readonly address: string;
-}
+export type IppsRegistrationRequest = Readonly<WalletCustomer>;
 
 export interface IppsRegistration {
   readonly walletId: string;
@@ -336,61 +302,18 @@ export interface AdminListQuery {
   readonly offset?: number;
 }
 
-export interface FeeRuleInput {
-  readonly name: string;
-  readonly operationType: OperationType;
-  readonly expression: string;
-  readonly timing?: 'PRE' | 'POST';
-  readonly tagsInclude?: readonly string[];
-  readonly tagsExclude?: readonly string[];
-  readonly priority?: number;
-  readonly active?: boolean;
-}
+export type FeeRuleInput = Readonly<FeeRuleCreate>;
 
-export interface RouteInput {
-  readonly operationType: OperationType;
-  readonly channel: Channel;
-  readonly minAmount?: number;
-  /** null: unbounded. */
-  readonly maxAmount?: number | null;
-  readonly priority?: number;
-  readonly active?: boolean;
-}
+export type RouteInput = Readonly<RouteCreate>;
 
-export interface LimitRuleInput {
-  readonly name: string;
-  /** '*' (the default) is every operation type. */
-  readonly operationType?: OperationType | '*';
-  readonly direction: (typeof LIMIT_DIRECTIONS)[number];
-  readonly window: (typeof LIMIT_WINDOWS)[number];
-  readonly limitType: (typeof LIMIT_TYPES)[number];
-  /** satang for AMOUNT, intents for COUNT */
-  readonly limit: number;
-  readonly currency?: string;
-  readonly active?: boolean;
-}
+export type LimitRuleInput = Readonly<LimitRuleCreate>;
 
-export interface AuthPolicyInput {
-  /** 'global', 'app:{appId}' or 'merchant:{merchantId}' */
-  readonly scope: string;
-  readonly condition?: Readonly<Record<string, unknown>>;
-  readonly requiredStepUp: StepUpLevel;
-  readonly reasonCode: string;
-  readonly priority?: number;
-  readonly active?: boolean;
-}
+export type AuthPolicyInput = Readonly<AuthPolicyCreate>;
 
-export interface ServiceKeyInput {
-  readonly serviceId: string;
-  readonly permissions: Permissions;
-  readonly active?: boolean;
-}
+export type ServiceKeyInput = Readonly<ServiceKeyCreate>;
 
-export interface ServiceKeyPatch {
-  /** Replaces the stored permissions as a whole. */
-  readonly permissions?: Permissions;
-  readonly active?: boolean;
-}
+/** `permissions` replaces the stored permissions as a whole. */
+export type ServiceKeyPatch = Readonly<ServiceKeyChange>;
 
 export interface LogLevel {
   readonly level: string;

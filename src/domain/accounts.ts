@@ -2,9 +2,9 @@ import { CoalescedReads, departureFor } from './coalesced-reads.js';
 import type { Database, Sql } from '../adapters/database.js';
 import { ledgerAccountId } from '../ledger/account-id.js';
 import { AccountFlags, type Ledger, LEDGER_THB } from '../ledger/ledger.js';
-import { parseAccountName } from './account-names.js';
+import { entityAccountNames, parseAccountName } from './account-names.js';
 import { apiError } from './errors.js';
-import { ACCOUNT_TYPES, type AccountType, UNOWNED_ACCOUNT_TYPES } from './model.js';
+import { ACCOUNT_TYPES, type AccountType, type EntityType, UNOWNED_ACCOUNT_TYPES } from './model.js';
 
 export interface AccountRecord {
   readonly id: bigint;
@@ -114,4 +114,43 @@ export async function balanceOf(sql: Sql, ledger: Ledger, account: AccountRecord
   const [ledgerAccount] = await ledger.lookupAccounts(sql, [account.ledgerAccountId]);
   if (ledgerAccount === undefined) throw new Error(`account ${account.accountName} is mapped but missing from the ledger`);
   return ledgerAccount.creditsPosted - ledgerAccount.debitsPosted;
+}
+
+export interface AccountOpening {
+  /** X-User-Id: 0 is the platform's admin bypass; anyone else may only open their own accounts. */
+  readonly actor: number;
+  readonly serviceId: string;
+  /** The entity types the calling service key may open (permissions.accountEntityTypes). */
+  readonly entityTypesAllowed: readonly EntityType[];
+  readonly userId: number;
+  readonly entityType: EntityType;
+  readonly currency: string;
+}
+
+export interface OpenedAccount {
+  readonly accountName: string;
+  readonly ledgerAccountId: string;
+  readonly created: boolean;
+}
+
+/**
+ * POST /accounts: the accounts of a user (a wallet), or of a merchant or agent (a wallet and a
+ * settlement account), opened together and idempotently; `settlement` is null for a user.
+ */
+export async function openAccounts(db: Database, ledger: Ledger, opening: AccountOpening): Promise<{ primary: OpenedAccount; settlement: OpenedAccount | null }> {
+  if (opening.actor !== 0 && opening.actor !== opening.userId) throw apiError('VALIDATION_ERROR', 'X-User-Id must equal body.userId');
+  if (!opening.entityTypesAllowed.includes(opening.entityType)) {
+    throw apiError('FORBIDDEN', `service ${opening.serviceId} may not create ${opening.entityType} accounts`);
+  }
+  const names = entityAccountNames(opening.entityType, opening.userId, opening.currency);
+  return db.transaction(async (tx) => {
+    const open = async (account: { name: string; type: AccountType }): Promise<OpenedAccount> => ({
+      accountName: account.name,
+      ledgerAccountId: ledgerAccountId(account.name),
+      created: await createAccount(tx, ledger, { name: account.name, type: account.type, userId: opening.userId }),
+    });
+    const primary = await open(names.primary);
+    const settlement = names.settlement === null ? null : await open(names.settlement);
+    return { primary, settlement };
+  });
 }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { CoalescedReads, type Departure } from './coalesced-reads.js';
 import type { Sql } from '../adapters/database.js';
-import type { Permissions } from '../config.js';
+import type { Permissions } from './admin/service-keys.js';
 import type { FeeRule } from './fees/index.js';
 import type { LimitDirection, LimitRule, LimitType, LimitWindow } from './limits.js';
 import type { Channel, StepUpLevel } from './model.js';

@@ -1,20 +1,17 @@
 import type { Sql } from '../adapters/database.js';
+import type { LimitRuleRecord } from './admin/limit-rules.js';
 import { apiError } from './errors.js';
 
-export type LimitDirection = 'DEBIT' | 'CREDIT' | 'BOTH';
-export type LimitWindow = 'DAILY' | 'MONTHLY' | 'PER_TRANSACTION';
-export type LimitType = 'AMOUNT' | 'COUNT';
+/** The vocabulary of limit rules, here once: the record schema (domain/admin/limit-rules.ts) enumerates these. */
+export const LIMIT_DIRECTIONS = ['DEBIT', 'CREDIT', 'BOTH'] as const;
+export const LIMIT_WINDOWS = ['DAILY', 'MONTHLY', 'PER_TRANSACTION'] as const;
+export const LIMIT_TYPES = ['AMOUNT', 'COUNT'] as const;
+export type LimitDirection = (typeof LIMIT_DIRECTIONS)[number];
+export type LimitWindow = (typeof LIMIT_WINDOWS)[number];
+export type LimitType = (typeof LIMIT_TYPES)[number];
 
-export interface LimitRule {
-  readonly id: number;
-  readonly name: string;
-  readonly operationType: string;
-  readonly direction: LimitDirection;
-  readonly window: LimitWindow;
-  readonly limitType: LimitType;
-  readonly limit: bigint;
-  readonly currency: string;
-}
+/** An active rule as enforcement reads it: the stored record with its limit as a bigint. */
+export type LimitRule = Readonly<Omit<LimitRuleRecord, 'limit' | 'active' | 'createdAt'> & { limit: bigint }>;
 
 export interface LimitSubject {
   readonly operationType: string;

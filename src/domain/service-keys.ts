@@ -1,5 +1,5 @@
 import type { Sql } from '../adapters/database.js';
-import type { Permissions } from '../config.js';
+import type { Permissions } from './admin/service-keys.js';
 
 export interface ServiceKey {
   readonly serviceId: string;

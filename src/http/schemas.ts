@@ -1,4 +1,5 @@
 import Type, { type TSchema } from 'typebox';
+import { Money, Uuid } from '../domain/wire-types.js';
 
 /** Shared pieces of the request and response schemas. */
 
@@ -11,14 +12,7 @@ export const ErrorResponse = Type.Object(
   { additionalProperties: true },
 );
 
-/** Money leaves the service as a decimal string of satang. */
-export const Money = Type.String({ pattern: '^-?[0-9]+$', description: 'amount in satang, as a decimal string' });
-
-export const Uuid = Type.String({ format: 'uuid' });
-export const UuidV4 = Type.String({
-  pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-4[0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$',
-  description: 'UUID version 4',
-});
+export { Money, Uuid, UuidV4 } from '../domain/wire-types.js';
 
 export const SignedHeaders = Type.Object({
   'x-service-id': Type.Optional(Type.String()),
@@ -30,9 +24,11 @@ export const SignedHeaders = Type.Object({
  * Response map with the standard error body for the listed statuses. A signed route (one that can
  * answer 401) can also answer 429: its service's rate limit, or a source that keeps failing.
  */
-export function responses<T extends Record<number, TSchema>>(ok: T, errorStatuses: readonly number[]) {
+export function responses<T extends Record<number, TSchema>>(ok: T, errorStatuses: readonly number[]): T {
   const statuses = errorStatuses.includes(401) && !errorStatuses.includes(429) ? [...errorStatuses, 429] : errorStatuses;
   const errors = Object.fromEntries(statuses.map((status) => [status, ErrorResponse]));
+  // Typed as the success bodies alone: handlers return those, and every error body is written by
+  // the one error handler (plugins/errors.ts) from a thrown ApiError, never returned by a handler.
   return { ...errors, ...ok };
 }
 

@@ -21,6 +21,7 @@
  * outcome of the first and pays at most once. 5xx, time-outs and network errors are `unknown`.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import Type, { type Static } from 'typebox';
 
 export type ReceiverType = 'MSISDN' | 'NATID' | 'EWALLETID' | 'BANKAC' | 'BILLERID';
 
@@ -30,18 +31,31 @@ export interface Receiver {
   readonly receiverBank?: string;
 }
 
-export interface WalletCustomer {
-  readonly externalUserId: string;
-  readonly customerEnglishName: string;
-  readonly senderTaxId: string;
-  readonly senderAccountName: string;
-  readonly senderMobileNumber?: string;
-  readonly documentExpiry: string;
-  readonly dateOfBirth: string;
-  readonly phoneNumber: string;
-  readonly nationality: string;
-  readonly address: string;
-}
+const TEXT_LENGTH_MAX = 200;
+const ADDRESS_LENGTH_MAX = 500;
+
+const Text = (maxLength = TEXT_LENGTH_MAX) => Type.String({ minLength: 1, maxLength, pattern: '\\S' });
+/** ajv-formats `date` is RFC 3339 full-date: 2023-02-29 and 2024-13-01 fail, 2024-02-29 passes. */
+const CalendarDate = Type.String({ format: 'date', pattern: '^[0-9]{4}-[0-9]{2}-[0-9]{2}$', description: 'YYYY-MM-DD' });
+const Phone = Type.String({ pattern: '^\\+?[0-9][0-9 -]{5,18}[0-9]$', description: 'digits, optional leading +, spaces or dashes' });
+
+/** What PSPX needs to open a wallet: the body of POST /accounts/register-ipps, passed on as it is. */
+export const WalletCustomer = Type.Object(
+  {
+    externalUserId: Text(),
+    customerEnglishName: Text(),
+    senderTaxId: Type.String({ pattern: '^[0-9]{13}$', description: '13 digits' }),
+    senderAccountName: Text(),
+    senderMobileNumber: Type.Optional(Phone),
+    documentExpiry: CalendarDate,
+    dateOfBirth: CalendarDate,
+    phoneNumber: Phone,
+    nationality: Type.String({ pattern: '^[A-Z]{2}$', description: 'ISO 3166-1 alpha-2' }),
+    address: Text(ADDRESS_LENGTH_MAX),
+  },
+  { additionalProperties: false },
+);
+export type WalletCustomer = Static<typeof WalletCustomer>;
 
 /**
  * Why an answer is unknown. `circuit_open` alone guarantees the request was never sent; after the

@@ -281,10 +281,12 @@ export async function createSimulatorServer(
   };
 }
 
+/** A JSON body's fields; anything else reads as no fields, as a lenient provider would. */
+const body = (value: unknown): Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value) ? Object.fromEntries(Object.entries(value)) : {};
+
 function buildSimulatorApp(simulator: PspxSimulator, closing: AbortSignal): FastifyInstance {
   const app = Fastify({ logger: false, forceCloseConnections: true });
-  const body = (value: unknown): Record<string, unknown> =>
-    typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
 
   const send = async (reply: FastifyReply, produce: () => Answer) => {
     // Drawn on arrival, so failNext(n) hits the next n requests to arrive, not slow ones still in flight.
@@ -296,18 +298,20 @@ function buildSimulatorApp(simulator: PspxSimulator, closing: AbortSignal): Fast
     return reply.status(answer.status).send(answer.body);
   };
 
+  /** The provider's routes are unchecked on purpose (the simulator answers what PSPX would); the path names the payout. */
+  type PayoutParams = { intentId: string };
   app.post('/v1/wallets', (request, reply) => {
     const key = request.headers['idempotency-key'];
     return send(reply, () => simulator.registerWallet(typeof key === 'string' ? key : undefined, body(request.body)));
   });
-  app.post('/v1/payouts/:intentId/inquiry', (request, reply) =>
-    send(reply, () => simulator.inquiry((request.params as { intentId: string }).intentId, body(request.body))),
+  app.post<{ Params: PayoutParams }>('/v1/payouts/:intentId/inquiry', (request, reply) =>
+    send(reply, () => simulator.inquiry(request.params.intentId, body(request.body))),
   );
-  app.post('/v1/payouts/:intentId/confirm', (request, reply) =>
-    send(reply, () => simulator.confirm((request.params as { intentId: string }).intentId, body(request.body).inquiryRef)),
+  app.post<{ Params: PayoutParams }>('/v1/payouts/:intentId/confirm', (request, reply) =>
+    send(reply, () => simulator.confirm(request.params.intentId, body(request.body).inquiryRef)),
   );
-  app.get('/v1/payouts/:intentId', (request, reply) =>
-    send(reply, () => simulator.statusInquiry((request.params as { intentId: string }).intentId)),
+  app.get<{ Params: PayoutParams }>('/v1/payouts/:intentId', (request, reply) =>
+    send(reply, () => simulator.statusInquiry(request.params.intentId)),
   );
   app.get('/v1/partner/balance', (_request, reply) => send(reply, () => simulator.partnerBalance()));
   return app;
@@ -321,10 +325,10 @@ function buildSimulatorApp(simulator: PspxSimulator, closing: AbortSignal): Fast
 function simulatorAdminRoutes(app: FastifyInstance, simulator: PspxSimulator): void {
   const finite = (value: unknown): number | undefined => (typeof value === 'number' && Number.isFinite(value) ? value : undefined);
   app.post('/_sim/knobs', async (request) => {
-    const body = typeof request.body === 'object' && request.body !== null ? (request.body as Record<string, unknown>) : {};
-    const delayMs = finite(body.delayMs);
-    const failureRate = finite(body.failureRate);
-    const failNext = finite(body.failNext);
+    const knobs = body(request.body);
+    const delayMs = finite(knobs.delayMs);
+    const failureRate = finite(knobs.failureRate);
+    const failNext = finite(knobs.failNext);
     if (delayMs !== undefined) simulator.setDelayMs(delayMs);
     if (failureRate !== undefined) simulator.setFailureRate(failureRate);
     if (failNext !== undefined) simulator.failNext(failNext);

@@ -207,6 +207,12 @@ export const read = {
     assert.ok(typeof value === 'string', 'text column must hold a string');
     return value;
   },
+  /** A text column whose CHECK constraint holds it to one of `members`. */
+  member<const M extends string>(value: unknown, members: readonly M[]): M {
+    const member = members.find((candidate) => candidate === value);
+    assert.ok(member !== undefined, `column must hold one of ${members.join(', ')}`);
+    return member;
+  },
   boolean(value: unknown): boolean {
     assert.ok(typeof value === 'boolean', 'boolean column must hold a boolean');
     return value;

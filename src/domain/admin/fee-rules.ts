@@ -1,18 +1,29 @@
-import type { FeeTiming } from '../fees/index.js';
+import Type, { type Static } from 'typebox';
+import { EXPRESSION_LENGTH_MAX } from '../fees/sandbox.js';
+import { FEE_TIMINGS } from '../fees/fee-rule.js';
+import { OPERATION_TYPES } from '../model.js';
 import { type AdminEntity, read } from './admin-entity.js';
+import { ActiveField, inputSchemas, NameField, priorityField, RecordId, StoredOperationType, Timestamp } from './record-schema.js';
 
-export interface FeeRuleRecord {
-  readonly id: number;
-  readonly name: string;
-  readonly operationType: string;
-  readonly expression: string;
-  readonly timing: FeeTiming;
-  readonly tagsInclude: string[];
-  readonly tagsExclude: string[];
-  readonly priority: number;
-  readonly active: boolean;
-  readonly createdAt: string;
-}
+const Tags = Type.Array(Type.String({ minLength: 1, maxLength: 50 }), { maxItems: 50 });
+
+const feeRuleFields = {
+  name: NameField,
+  operationType: Type.Enum(OPERATION_TYPES),
+  expression: Type.String({ minLength: 1, maxLength: EXPRESSION_LENGTH_MAX, description: 'returns [{account, amount}]' }),
+  timing: Type.Enum(FEE_TIMINGS, { description: 'default PRE' }),
+  tagsInclude: Tags,
+  tagsExclude: Tags,
+  priority: priorityField('ascending, default 0'),
+  active: ActiveField,
+};
+
+/** The create and PATCH bodies of /admin/fee-rules; the create body is also a CONFIG_FILE `feeRules` entry. */
+export const FeeRuleInputs = inputSchemas(feeRuleFields, ['name', 'operationType', 'expression']);
+export type FeeRuleInput = Static<typeof FeeRuleInputs.create>;
+
+export const FeeRule = Type.Object({ id: RecordId, ...feeRuleFields, operationType: StoredOperationType, createdAt: Timestamp });
+export type FeeRuleRecord = Readonly<Static<typeof FeeRule>>;
 
 export const feeRules: AdminEntity<FeeRuleRecord> = {
   entity: 'fee-rule',
@@ -35,7 +46,7 @@ export const feeRules: AdminEntity<FeeRuleRecord> = {
     name: read.string(row.name),
     operationType: read.string(row.operation_type),
     expression: read.string(row.expression),
-    timing: read.string(row.timing) as FeeTiming,
+    timing: read.member(row.timing, FEE_TIMINGS),
     tagsInclude: read.strings(row.tags_include),
     tagsExclude: read.strings(row.tags_exclude),
     priority: read.integer(row.priority),

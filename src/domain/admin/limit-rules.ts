@@ -1,23 +1,33 @@
+import Type, { type Static } from 'typebox';
+import { LIMIT_DIRECTIONS, LIMIT_TYPES, LIMIT_WINDOWS } from '../limits.js';
+import { OPERATION_TYPES } from '../model.js';
 import { type AdminEntity, read } from './admin-entity.js';
+import { ActiveField, inputSchemas, NameField, RecordId, StoredOperationType, Timestamp } from './record-schema.js';
 
-export const LIMIT_DIRECTIONS = ['DEBIT', 'CREDIT', 'BOTH'] as const;
-export const LIMIT_WINDOWS = ['DAILY', 'MONTHLY', 'PER_TRANSACTION'] as const;
-export const LIMIT_TYPES = ['AMOUNT', 'COUNT'] as const;
+const limitRuleFields = {
+  name: NameField,
+  operationType: Type.Enum(['*', ...OPERATION_TYPES], { description: "'*' (default) is every operation type" }),
+  direction: Type.Enum(LIMIT_DIRECTIONS),
+  window: Type.Enum(LIMIT_WINDOWS),
+  limitType: Type.Enum(LIMIT_TYPES),
+  limit: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'satang for AMOUNT, intents for COUNT' }),
+  currency: Type.String({ minLength: 3, maxLength: 3, description: 'default THB' }),
+  active: ActiveField,
+};
 
-/** docs/rules.md R21. `limit` is satang for AMOUNT and a number of intents for COUNT; a decimal string either way. */
-export interface LimitRuleRecord {
-  readonly id: number;
-  readonly name: string;
-  /** '*' for every operation type. */
-  readonly operationType: string;
-  readonly direction: (typeof LIMIT_DIRECTIONS)[number];
-  readonly window: (typeof LIMIT_WINDOWS)[number];
-  readonly limitType: (typeof LIMIT_TYPES)[number];
-  readonly limit: string;
-  readonly currency: string;
-  readonly active: boolean;
-  readonly createdAt: string;
-}
+/** The create and PATCH bodies of /admin/limit-rules; the create body is also a CONFIG_FILE `limitRules` entry. */
+export const LimitRuleInputs = inputSchemas(limitRuleFields, ['name', 'direction', 'window', 'limitType', 'limit']);
+export type LimitRuleInput = Static<typeof LimitRuleInputs.create>;
+
+/** `limit` is satang for AMOUNT and a number of intents for COUNT; a decimal string either way. */
+export const LimitRule = Type.Object({
+  id: RecordId,
+  ...limitRuleFields,
+  operationType: StoredOperationType,
+  limit: Type.String({ pattern: '^[0-9]+$', description: 'satang for AMOUNT, intents for COUNT, as a decimal string' }),
+  createdAt: Timestamp,
+});
+export type LimitRuleRecord = Readonly<Static<typeof LimitRule>>;
 
 export const limitRules: AdminEntity<LimitRuleRecord> = {
   entity: 'limit-rule',
@@ -39,9 +49,9 @@ export const limitRules: AdminEntity<LimitRuleRecord> = {
     id: read.id(row.id),
     name: read.string(row.name),
     operationType: read.string(row.operation_type),
-    direction: read.string(row.direction) as LimitRuleRecord['direction'],
-    window: read.string(row.time_window) as LimitRuleRecord['window'],
-    limitType: read.string(row.limit_type) as LimitRuleRecord['limitType'],
+    direction: read.member(row.direction, LIMIT_DIRECTIONS),
+    window: read.member(row.time_window, LIMIT_WINDOWS),
+    limitType: read.member(row.limit_type, LIMIT_TYPES),
     limit: read.bigint(row.limit_value),
     currency: read.string(row.currency),
     active: read.boolean(row.active),

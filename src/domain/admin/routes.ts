@@ -1,19 +1,33 @@
+import Type, { type Static } from 'typebox';
 import { apiError } from '../errors.js';
-import { type Channel, channelCarries } from '../model.js';
+import { CHANNELS, channelCarries, OPERATION_TYPES } from '../model.js';
+import { Money } from '../wire-types.js';
 import { type AdminEntity, read } from './admin-entity.js';
+import { ActiveField, amountField, inputSchemas, priorityField, RecordId, StoredOperationType, Timestamp } from './record-schema.js';
 
-/** docs/rules.md R20: the active route of lowest priority whose [minAmount, maxAmount] holds the amount wins. */
-export interface RouteRecord {
-  readonly id: number;
-  readonly operationType: string;
-  readonly minAmount: string;
-  /** null: no upper bound. */
-  readonly maxAmount: string | null;
-  readonly channel: Channel;
-  readonly priority: number;
-  readonly active: boolean;
-  readonly createdAt: string;
-}
+const routeFields = {
+  operationType: Type.Enum(OPERATION_TYPES),
+  minAmount: amountField('satang, default 1'),
+  maxAmount: Type.Union([amountField('satang'), Type.Null()], { description: 'null (default) is unbounded' }),
+  channel: Type.Enum(CHANNELS),
+  priority: priorityField('ascending: the first route holding the amount wins; default 0'),
+  active: ActiveField,
+};
+
+/** The create and PATCH bodies of /admin/routes; the create body is also a CONFIG_FILE `routes` entry. */
+export const RouteInputs = inputSchemas(routeFields, ['operationType', 'channel']);
+export type RouteInput = Static<typeof RouteInputs.create>;
+
+/** The active route of lowest priority whose [minAmount, maxAmount] holds the amount wins (docs/rules.md R20). */
+export const Route = Type.Object({
+  id: RecordId,
+  ...routeFields,
+  operationType: StoredOperationType,
+  minAmount: Money,
+  maxAmount: Type.Union([Money, Type.Null()], { description: 'null: no upper bound' }),
+  createdAt: Timestamp,
+});
+export type RouteRecord = Readonly<Static<typeof Route>>;
 
 const decimal = (value: unknown) => String(value);
 
@@ -36,7 +50,7 @@ export const routes: AdminEntity<RouteRecord> = {
     operationType: read.string(row.operation_type),
     minAmount: read.bigint(row.min_amount),
     maxAmount: row.max_amount === null ? null : read.bigint(row.max_amount),
-    channel: read.string(row.channel) as Channel,
+    channel: read.member(row.channel, CHANNELS),
     priority: read.integer(row.priority),
     active: read.boolean(row.active),
     createdAt: read.timestamp(row.created_at),

@@ -1,15 +1,66 @@
-import type { Permissions } from '../../config.js';
+import Type, { type Static } from 'typebox';
 import { apiError } from '../errors.js';
+import { ACCOUNT_TYPES, ENTITY_TYPES } from '../model.js';
 import { type AdminEntity, read } from './admin-entity.js';
+import { ActiveField, Timestamp } from './record-schema.js';
+
+const AccountOverride = Type.Object(
+  { allowedTypes: Type.Array(Type.Enum(ACCOUNT_TYPES)), namePattern: Type.String() },
+  { additionalProperties: false },
+);
+
+/** What a service key may do: the same object in CONFIG_FILE, /admin/service-keys and the config cache. */
+export const Permissions = Type.Object(
+  {
+    allowedOperationTypes: Type.Array(Type.String({ maxLength: 50 })),
+    merchantId: Type.Optional(Type.Integer({ minimum: 1 })),
+    forceResolve: Type.Optional(Type.Boolean()),
+    admin: Type.Optional(Type.Boolean()),
+    allowToLedgerAccountId: Type.Optional(Type.Boolean()),
+    fromAccountOverride: Type.Optional(AccountOverride),
+    toAccountOverride: Type.Optional(AccountOverride),
+    accountEntityTypes: Type.Optional(Type.Array(Type.Enum(ENTITY_TYPES))),
+    /** Refuse the older X-Signature (docs/rules.md R1) for this key: only RFC 9421 message signatures verify. */
+    requireMessageSignatures: Type.Optional(Type.Boolean()),
+    /** A token bucket per service id: `requestsPerSecond` refill, `burst` capacity. Absent: no limit. */
+    rateLimit: Type.Optional(
+      Type.Object(
+        { requestsPerSecond: Type.Number({ exclusiveMinimum: 0, maximum: 1_000_000 }), burst: Type.Integer({ minimum: 1, maximum: 1_000_000 }) },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type Permissions = Static<typeof Permissions>;
+
+const ServiceId = Type.String({ minLength: 1, maxLength: 50, pattern: '^[A-Za-z0-9._-]+$' });
+export const ServiceIdParams = Type.Object({ serviceId: ServiceId });
+
+/** The secret is set in CONFIG_FILE and loaded by a reload, never through the API or the database. */
+export const ServiceKeyInputs = {
+  /** Also a CONFIG_FILE `serviceKeys` entry. */
+  create: Type.Object(
+    { serviceId: ServiceId, permissions: Permissions, active: Type.Optional(ActiveField) },
+    { additionalProperties: false, description: 'the secret is set in CONFIG_FILE and loaded by a reload, never here' },
+  ),
+  patch: Type.Object(
+    { permissions: Type.Optional(Permissions), active: Type.Optional(ActiveField) },
+    { additionalProperties: false, minProperties: 1, description: 'permissions replace the stored object as a whole' },
+  ),
+};
+export type ServiceKeyInput = Static<typeof ServiceKeyInputs.create>;
+export type ServiceKeyPatch = Static<typeof ServiceKeyInputs.patch>;
 
 /** The key record only: secrets live in CONFIG_FILE and memory, never here (docs/rules.md, Key records). */
-export interface ServiceKeyRecord {
-  readonly serviceId: string;
-  readonly active: boolean;
-  readonly permissions: Permissions;
-  readonly createdAt: string;
-  readonly updatedAt: string;
-}
+export const ServiceKey = Type.Object({
+  serviceId: Type.String(),
+  active: Type.Boolean(),
+  permissions: Permissions,
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+});
+export type ServiceKeyRecord = Readonly<Static<typeof ServiceKey>>;
 
 export const serviceKeys: AdminEntity<ServiceKeyRecord> = {
   entity: 'service-key',
@@ -25,6 +76,7 @@ export const serviceKeys: AdminEntity<ServiceKeyRecord> = {
   fromRow: (row) => ({
     serviceId: read.string(row.service_id),
     active: read.boolean(row.active),
+    // Every write of the column passed the Permissions schema (API and CONFIG_FILE alike).
     permissions: read.object(row.permissions) as Permissions,
     createdAt: read.timestamp(row.created_at),
     updatedAt: read.timestamp(row.updated_at),

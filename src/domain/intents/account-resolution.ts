@@ -1,5 +1,5 @@
 import type { Sql } from '../../adapters/database.js';
-import type { Permissions } from '../../config.js';
+import type { Permissions } from '../admin/service-keys.js';
 import { parseAccountName, userWalletName } from '../account-names.js';
 import { type AccountLookup, type AccountRecord, findAccount } from '../accounts.js';
 import { apiError } from '../errors.js';

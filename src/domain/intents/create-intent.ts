@@ -1,7 +1,7 @@
 import { createHash, createHmac } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 import type { Database } from '../../adapters/database.js';
-import type { Permissions } from '../../config.js';
+import type { Permissions } from '../admin/service-keys.js';
 import { ledgerAccountId } from '../../ledger/account-id.js';
 import type { Ledger } from '../../ledger/ledger.js';
 import type { AccountLookup, AccountRecord } from '../accounts.js';

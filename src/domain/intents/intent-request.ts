@@ -1,22 +1,60 @@
-import type { OperationType } from '../model.js';
+import Type, { type Static } from 'typebox';
+import { OPERATION_TYPES, type OperationType } from '../model.js';
+import { Uuid, UuidV4 } from '../wire-types.js';
 
-/** POST /intents body after schema validation (BaseIntentBody). */
-export interface IntentRequest {
-  readonly idempotencyKey: string;
-  readonly operationType: OperationType;
-  readonly amount: number;
-  readonly currency: string;
-  readonly metadata: Readonly<Record<string, unknown>>;
-  readonly fromAccountName?: string;
-  readonly toAccountName?: string;
-  readonly toLedgerAccountId?: string;
-  readonly fromName?: string;
-  readonly toName?: string;
-  readonly comment?: string;
-  readonly live?: boolean;
-  readonly externalRef?: string;
-  readonly recipientUserId?: number;
-}
+/** The currency of a request that names none; the only one the ledger holds today. */
+export const DEFAULT_CURRENCY = 'THB';
+
+const Currency = Type.String({ minLength: 3, maxLength: 3, pattern: '^[A-Z]{3}$', description: `default ${DEFAULT_CURRENCY}` });
+const PositiveAmount = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'satang' });
+const AccountNameField = Type.String({ minLength: 1, maxLength: 100 });
+const Metadata = Type.Record(Type.String(), Type.Unknown(), { description: 'default {}' });
+
+/** POST /intents (BaseIntentBody, docs/rules.md, Operation table): the schema of the route, of the client's request type and of the domain's. */
+export const IntentBody = Type.Object(
+  {
+    idempotencyKey: UuidV4,
+    operationType: Type.Enum(OPERATION_TYPES),
+    amount: PositiveAmount,
+    currency: Type.Optional(Currency),
+    metadata: Type.Optional(Metadata),
+    fromAccountName: Type.Optional(AccountNameField),
+    toAccountName: Type.Optional(AccountNameField),
+    toLedgerAccountId: Type.Optional(Uuid),
+    fromName: Type.Optional(Type.String({ maxLength: 255 })),
+    toName: Type.Optional(Type.String({ maxLength: 255 })),
+    comment: Type.Optional(Type.String({ maxLength: 500 })),
+    live: Type.Optional(Type.Boolean()),
+    externalRef: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    recipientUserId: Type.Optional(Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })),
+  },
+  { additionalProperties: false },
+);
+export type IntentInput = Static<typeof IntentBody>;
+
+/** POST /intents/quote: the fee part of an intent body (NFC_CHARGE has no quote). */
+export const QuoteBody = Type.Object(
+  {
+    operationType: Type.Enum(OPERATION_TYPES.filter((type) => type !== 'NFC_CHARGE')),
+    amount: PositiveAmount,
+    currency: Type.Optional(Currency),
+    metadata: Type.Optional(Metadata),
+  },
+  { additionalProperties: false },
+);
+export type QuoteInput = Static<typeof QuoteBody>;
+
+/** An intent body with its defaults in place: what the domain works on. */
+export type IntentRequest = Readonly<IntentInput & { currency: string; metadata: Readonly<Record<string, unknown>> }>;
+
+/** The defaults of an intent or quote body, set here rather than by the schema so the types say they are set. */
+export const withBodyDefaults = <T extends { readonly currency?: string; readonly metadata?: Readonly<Record<string, unknown>> }>(input: T) => ({
+  ...input,
+  currency: input.currency ?? DEFAULT_CURRENCY,
+  metadata: input.metadata ?? {},
+});
+
+export const intentRequest = (input: IntentInput): IntentRequest => withBodyDefaults(input);
 
 export type BodyField = 'recipientUserId' | 'toLedgerAccountId' | 'externalRef' | 'fromAccountName' | 'toAccountName';
 

@@ -1,3 +1,4 @@
+import { apiError } from '../errors.js';
 import type { Sql } from '../../adapters/database.js';
 import type { Channel, IntentStatus, OperationType } from '../model.js';
 
@@ -125,6 +126,13 @@ export async function insertIntent(sql: Sql, intent: NewIntent): Promise<{ creat
     [JSON.stringify(row)],
   );
   return rows[0] === undefined ? null : { createdAt: rows[0].created_at };
+}
+
+/** Tenant isolation: another service's intent is indistinguishable from a missing one (404). */
+export async function findOwnIntent(sql: Sql, serviceId: string, id: string): Promise<Intent> {
+  const intent = await findIntent(sql, id);
+  if (intent === null || intent.serviceId !== serviceId) throw apiError('NOT_FOUND', 'intent not found');
+  return intent;
 }
 
 export async function findIntent(sql: Sql, id: string): Promise<Intent | null> {

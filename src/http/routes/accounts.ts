@@ -1,12 +1,11 @@
-import type { FastifyInstance } from 'fastify';
+import type { App } from '../typed-app.js';
 import Type from 'typebox';
 import type { Database } from '../../adapters/database.js';
-import { entityAccountNames } from '../../domain/account-names.js';
-import { balanceOf, createAccount, findAccount, isUuid } from '../../domain/accounts.js';
+import { balanceOf, findAccount, isUuid, openAccounts } from '../../domain/accounts.js';
+import { ENTITY_TYPES } from '../../domain/model.js';
 import { apiError } from '../../domain/errors.js';
 import { listTransactions } from '../../domain/history.js';
 import type { Ledger } from '../../ledger/ledger.js';
-import { ledgerAccountId } from '../../ledger/account-id.js';
 import { callerKey, requireUserId } from '../plugins/auth.js';
 import { HistoryEntry, Money, responses, Uuid } from '../schemas.js';
 
@@ -16,14 +15,14 @@ const CreateAccountBody = Type.Object(
   {
     userId: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }),
     currency: Type.Literal('THB'),
-    entityType: Type.Optional(Type.Union([Type.Literal('user'), Type.Literal('merchant'), Type.Literal('agent')], { default: 'user' })),
+    entityType: Type.Optional(Type.Enum(ENTITY_TYPES, { description: 'default user' })),
   },
   { additionalProperties: false },
 );
 
 const AccountName = Type.Object({ name: Type.String({ minLength: 1, maxLength: 100 }) });
 
-export function accountRoutes(app: FastifyInstance, deps: { db: Database; ledger: Ledger }) {
+export function accountRoutes(app: App, deps: { db: Database; ledger: Ledger }) {
   const { db, ledger } = deps;
 
   app.post(
@@ -43,37 +42,19 @@ export function accountRoutes(app: FastifyInstance, deps: { db: Database; ledger
       },
     },
     async (request, reply) => {
-      const body = request.body as { userId: number; currency: 'THB'; entityType: 'user' | 'merchant' | 'agent' };
-      const actor = requireUserId(request, 'VALIDATION_ERROR');
-      // 0 is the platform's admin bypass; anyone else may only open their own accounts.
-      if (actor !== 0 && actor !== body.userId) throw apiError('VALIDATION_ERROR', 'X-User-Id must equal body.userId');
+      const { body } = request;
       const key = callerKey(request);
-      const entityTypes: readonly string[] = key.permissions.accountEntityTypes ?? [];
-      if (!entityTypes.includes(body.entityType)) {
-        throw apiError('FORBIDDEN', `service ${key.serviceId} may not create ${body.entityType} accounts`);
-      }
-      const names = entityAccountNames(body.entityType, body.userId, body.currency);
-      const created = await db.transaction(async (tx) => {
-        const primary = await createAccount(tx, ledger, { name: names.primary.name, type: names.primary.type, userId: body.userId });
-        const settlement =
-          names.settlement === null
-            ? null
-            : await createAccount(tx, ledger, { name: names.settlement.name, type: names.settlement.type, userId: body.userId });
-        return { primary, settlement };
+      const { primary, settlement } = await openAccounts(db, ledger, {
+        actor: requireUserId(request, 'VALIDATION_ERROR'),
+        serviceId: key.serviceId,
+        entityTypesAllowed: key.permissions.accountEntityTypes ?? [],
+        userId: body.userId,
+        entityType: body.entityType ?? 'user',
+        currency: body.currency,
       });
-      const anyCreated = created.primary || created.settlement === true;
-      reply.status(anyCreated ? 201 : 200);
-      if (names.settlement === null) {
-        return { accountName: names.primary.name, ledgerAccountId: ledgerAccountId(names.primary.name) };
-      }
-      return {
-        primary: { accountName: names.primary.name, ledgerAccountId: ledgerAccountId(names.primary.name), created: created.primary },
-        settlement: {
-          accountName: names.settlement.name,
-          ledgerAccountId: ledgerAccountId(names.settlement.name),
-          created: created.settlement === true,
-        },
-      };
+      reply.status(primary.created || settlement?.created === true ? 201 : 200);
+      if (settlement === null) return { accountName: primary.accountName, ledgerAccountId: primary.ledgerAccountId };
+      return { primary, settlement };
     },
   );
 
@@ -88,11 +69,11 @@ export function accountRoutes(app: FastifyInstance, deps: { db: Database; ledger
       },
     },
     async (request) => {
-      const { name } = request.params as { name: string };
+      const { name } = request.params;
       const account = await findAccount(db, name);
       if (account === null) throw apiError('NOT_FOUND', 'account not found');
       const balance = await balanceOf(db, ledger, account);
-      return { accountName: name, balance: balance.toString(), currency: isUuid(name) ? 'THB' : (name.split('.').at(-1) ?? 'THB') };
+      return { accountName: name, balance: balance.toString(), currency: account.currency };
     },
   );
 
@@ -121,8 +102,8 @@ export function accountRoutes(app: FastifyInstance, deps: { db: Database; ledger
       },
     },
     async (request) => {
-      const { name } = request.params as { name: string };
-      const { limit, offset } = request.query as { limit: number; offset: number };
+      const { name } = request.params;
+      const { limit, offset } = request.query;
       const accountName = isUuid(name) ? ((await findAccount(db, name))?.accountName ?? null) : name;
       if (accountName === null) return { transactions: [] };
       return { transactions: await listTransactions(db, accountName, limit, offset) };

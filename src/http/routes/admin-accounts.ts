@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { App } from '../typed-app.js';
 import Type from 'typebox';
 import type { Database } from '../../adapters/database.js';
 import { balanceOf, findAccount } from '../../domain/accounts.js';
@@ -35,7 +35,7 @@ const AdminAccount = Type.Object({
  * console (the admin token, docs/rules.md R37). The signed /accounts/{name}/balance and /transactions stay the
  * services' interface.
  */
-export function adminAccountRoutes(app: FastifyInstance, deps: { readonly db: Database; readonly ledger: Ledger }): void {
+export function adminAccountRoutes(app: App, deps: { readonly db: Database; readonly ledger: Ledger }): void {
   app.get(
     '/admin/accounts/:name',
     {
@@ -50,8 +50,8 @@ export function adminAccountRoutes(app: FastifyInstance, deps: { readonly db: Da
       },
     },
     async (request) => {
-      const { name } = request.params as { name: string };
-      const { limit, offset } = request.query as { limit: number; offset: number };
+      const { name } = request.params;
+      const { limit, offset } = request.query;
       const account = await findAccount(deps.db, name);
       if (account === null) throw apiError('NOT_FOUND', 'account not found');
       const balance = await balanceOf(deps.db, deps.ledger, account);

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { App } from '../typed-app.js';
 import Type from 'typebox';
 import type { Database } from '../../adapters/database.js';
 import { AUDIT_CHECKS, runAudit } from '../../domain/audit.js';
@@ -28,7 +28,7 @@ export const AuditResponse = Type.Object(
   {
     ok: Type.Boolean({ description: 'true when no violation was found' }),
     checkedAt: Type.String({ description: 'ISO 8601 UTC' }),
-    violations: Type.Array(AuditViolation),
+    violations: Type.Immutable(Type.Array(AuditViolation)),
   },
   { additionalProperties: false },
 );
@@ -37,7 +37,7 @@ export const AuditResponse = Type.Object(
  * GET /admin/audit: the invariant audit on one consistent snapshot. A broken invariant is a
  * finding, not a failed request, so the answer is 200 with ok false; a monitor alerts on `ok`.
  */
-export function adminAuditRoutes(app: FastifyInstance, deps: { readonly db: Database }): void {
+export function adminAuditRoutes(app: App, deps: { readonly db: Database }): void {
   app.get(
     '/admin/audit',
     {
@@ -51,7 +51,7 @@ export function adminAuditRoutes(app: FastifyInstance, deps: { readonly db: Data
       },
     },
     async (request) => {
-      const { since } = request.query as { since?: string };
+      const { since } = request.query;
       const result = await runAudit(deps.db, since === undefined ? {} : { since: new Date(since) });
       if (!result.ok) request.log.error({ violations: result.violations.length }, 'invariant audit found violations');
       return result;

@@ -1,5 +1,6 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import Type, { type TSchema } from 'typebox';
+import type { FastifyRequest } from 'fastify';
+import type { App } from '../typed-app.js';
+import Type, { type Static, type TSchema } from 'typebox';
 import type { Database } from '../../adapters/database.js';
 import {
   type AdminEntity,
@@ -19,7 +20,13 @@ export const ADMIN_SECURITY = [{ messageSignature: [] }, { signature: [] }, { ad
 const ADMIN_ROUTE = { config: { auth: 'admin' as const } };
 const TAGS = ['admin'];
 
+/**
+ * One generic handler serves every record, so its body and key are typed by what all the records'
+ * schemas have in common: an object of fields, and a key that is a number or a string. The
+ * entity's column map then takes only the fields it knows.
+ */
 type Input = Readonly<Record<string, unknown>>;
+type KeyParams = Readonly<Record<string, number | string>>;
 
 export interface CrudSpec<Rec> {
   /** e.g. '/admin/fee-rules' */
@@ -44,7 +51,7 @@ export interface CrudSpec<Rec> {
  * Create, list, read, change and deactivate for one admin-managed table. Nothing is cached:
  * the request that follows a change reads the table again.
  */
-export function crudRoutes<Rec>(app: FastifyInstance, db: Database, spec: CrudSpec<Rec>): void {
+export function crudRoutes<Rec>(app: App, db: Database, spec: CrudSpec<Rec>): void {
   createRoute(app, db, spec);
   listRoute(app, db, spec);
   readRoute(app, db, spec);
@@ -54,7 +61,7 @@ export function crudRoutes<Rec>(app: FastifyInstance, db: Database, spec: CrudSp
 
 type Naming = Pick<CrudSpec<unknown>, 'path' | 'noun' | 'keyParam'>;
 const itemPath = (spec: Naming) => `${spec.path}/:${spec.keyParam}`;
-const keyOf = (request: FastifyRequest, spec: Naming) => String((request.params as Record<string, unknown>)[spec.keyParam]);
+const keyOf = (request: FastifyRequest<{ Params: KeyParams }>, spec: Naming) => String(request.params[spec.keyParam]);
 const notFound = (spec: Naming, key: string) => apiError('NOT_FOUND', `${spec.noun} ${key} not found`);
 
 function writeOptions<Rec>(request: FastifyRequest, spec: CrudSpec<Rec>, input: Input): WriteOptions<Rec> {
@@ -65,8 +72,8 @@ function writeOptions<Rec>(request: FastifyRequest, spec: CrudSpec<Rec>, input: 
   };
 }
 
-function createRoute<Rec>(app: FastifyInstance, db: Database, spec: CrudSpec<Rec>): void {
-  app.post(
+function createRoute<Rec>(app: App, db: Database, spec: CrudSpec<Rec>): void {
+  app.post<{ Body: Input }>(
     spec.path,
     {
       ...ADMIN_ROUTE,
@@ -79,7 +86,7 @@ function createRoute<Rec>(app: FastifyInstance, db: Database, spec: CrudSpec<Rec
       },
     },
     async (request, reply) => {
-      const input = request.body as Input;
+      const input = request.body;
       spec.checkInput?.(input);
       const created = await createRecord(db, spec.entity, input, writeOptions(request, spec, input));
       return reply.status(201).send(created);
@@ -87,8 +94,8 @@ function createRoute<Rec>(app: FastifyInstance, db: Database, spec: CrudSpec<Rec
   );
 }
 
-function listRoute<Rec>(app: FastifyInstance, db: Database, spec: CrudSpec<Rec>): void {
-  app.get(
+function listRoute<Rec>(app: App, db: Database, spec: CrudSpec<Rec>): void {
+  app.get<{ Querystring: Static<typeof ListQuery> }>(
     spec.path,
     {
       ...ADMIN_ROUTE,
@@ -101,15 +108,15 @@ function listRoute<Rec>(app: FastifyInstance, db: Database, spec: CrudSpec<Rec>)
       },
     },
     async (request) => {
-      const query = request.query as { active?: boolean; limit: number; offset: number };
+      const { query } = request;
       const records = await listRecords(db, spec.entity, { active: query.active, limit: query.limit, offset: query.offset });
       return { [spec.listKey]: records };
     },
   );
 }
 
-function readRoute<Rec>(app: FastifyInstance, db: Database, spec: CrudSpec<Rec>): void {
-  app.get(
+function readRoute<Rec>(app: App, db: Database, spec: CrudSpec<Rec>): void {
+  app.get<{ Params: KeyParams }>(
     itemPath(spec),
     {
       ...ADMIN_ROUTE,
@@ -130,8 +137,8 @@ function readRoute<Rec>(app: FastifyInstance, db: Database, spec: CrudSpec<Rec>)
   );
 }
 
-function changeRoute<Rec>(app: FastifyInstance, db: Database, spec: CrudSpec<Rec>): void {
-  app.patch(
+function changeRoute<Rec>(app: App, db: Database, spec: CrudSpec<Rec>): void {
+  app.patch<{ Body: Input; Params: KeyParams }>(
     itemPath(spec),
     {
       ...ADMIN_ROUTE,
@@ -146,7 +153,7 @@ function changeRoute<Rec>(app: FastifyInstance, db: Database, spec: CrudSpec<Rec
     },
     async (request) => {
       const key = keyOf(request, spec);
-      const patch = request.body as Input;
+      const patch = request.body;
       spec.checkInput?.(patch);
       const updated = await updateRecord(db, spec.entity, key, patch, writeOptions(request, spec, patch));
       if (updated === null) throw notFound(spec, key);
@@ -155,8 +162,8 @@ function changeRoute<Rec>(app: FastifyInstance, db: Database, spec: CrudSpec<Rec
   );
 }
 
-function deactivateRoute<Rec>(app: FastifyInstance, db: Database, spec: CrudSpec<Rec>): void {
-  app.delete(
+function deactivateRoute<Rec>(app: App, db: Database, spec: CrudSpec<Rec>): void {
+  app.delete<{ Params: KeyParams }>(
     itemPath(spec),
     {
       ...ADMIN_ROUTE,

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { App } from '../typed-app.js';
 import Type from 'typebox';
 import type { Database } from '../../adapters/database.js';
 import { apiError } from '../../domain/errors.js';
@@ -119,7 +119,7 @@ function filterOf(query: ListQueryValue): IntentFilter {
 }
 
 /** Operator reads across every service (admin authentication, docs/rules.md R11); tenant isolation applies to service keys only. */
-export function adminIntentRoutes(app: FastifyInstance, deps: { readonly db: Database }): void {
+export function adminIntentRoutes(app: App, deps: { readonly db: Database }): void {
   app.get(
     '/admin/intents',
     {
@@ -133,7 +133,7 @@ export function adminIntentRoutes(app: FastifyInstance, deps: { readonly db: Dat
       },
     },
     async (request) => {
-      const query = request.query as ListQueryValue;
+      const query = request.query;
       if (query.cursor !== undefined && decodeCursor(query.cursor) === null) throw apiError('VALIDATION_ERROR', 'querystring.cursor: not a cursor this listing issued');
       const page = await listIntents(deps.db, filterOf(query), { limit: query.limit, cursor: query.cursor ?? null });
       return { intents: page.intents.map(adminIntentView), nextCursor: page.nextCursor };
@@ -153,7 +153,7 @@ export function adminIntentRoutes(app: FastifyInstance, deps: { readonly db: Dat
       },
     },
     async (request) => {
-      const intent = await findIntent(deps.db, (request.params as { id: string }).id);
+      const intent = await findIntent(deps.db, request.params.id);
       if (intent === null) throw apiError('NOT_FOUND', 'intent not found');
       return { ...adminIntentView(intent), events: await listEvents(deps.db, intent.id) };
     },

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { App } from '../typed-app.js';
 import Type, { type Static } from 'typebox';
 import { INTENT_STATUSES } from '../../domain/model.js';
 import { RESOLUTIONS, type ResolveDeps, resolveIntent } from '../../domain/intents/resolve-intent.js';
@@ -27,7 +27,7 @@ const ResolveResponse = Type.Object({
  * POST /admin/intents/{id}/resolve: an operator's decision on a payout in MANUAL_REVIEW. Auth
  * mode `resolve`: a signed key with forceResolve or admin, or the admin bearer token (docs/rules.md R11).
  */
-export function adminResolveRoutes(app: FastifyInstance, deps: ResolveDeps): void {
+export function adminResolveRoutes(app: App, deps: ResolveDeps): void {
   app.post(
     '/admin/intents/:id/resolve',
     {
@@ -42,8 +42,8 @@ export function adminResolveRoutes(app: FastifyInstance, deps: ResolveDeps): voi
       },
     },
     async (request) => {
-      const { id } = request.params as { id: string };
-      const body = request.body as Static<typeof ResolveBody>;
+      const { id } = request.params;
+      const body = request.body;
       return resolveIntent(deps, { intentId: id, resolution: body.resolution, reason: body.reason, actor: request.caller.serviceId, log: request.log });
     },
   );

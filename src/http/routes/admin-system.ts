@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { App } from '../typed-app.js';
 import type { Database } from '../../adapters/database.js';
 import { recordChange } from '../../domain/admin/change-log.js';
 import { apiError } from '../../domain/errors.js';
@@ -16,17 +16,17 @@ export interface AdminSystemDeps {
 }
 
 /** When the logger is disabled (tests) pino reports no level. */
-const currentLevel = (app: FastifyInstance): string => (typeof app.log.level === 'string' ? app.log.level : 'silent');
+const currentLevel = (app: App): string => (typeof app.log.level === 'string' ? app.log.level : 'silent');
 
 const config = { auth: 'admin' as const };
 const tags = ['admin'];
 
-export function adminSystemRoutes(app: FastifyInstance, deps: AdminSystemDeps): void {
+export function adminSystemRoutes(app: App, deps: AdminSystemDeps): void {
   reloadRoute(app, deps);
   logLevelRoutes(app, deps.db);
 }
 
-function reloadRoute(app: FastifyInstance, deps: AdminSystemDeps): void {
+function reloadRoute(app: App, deps: AdminSystemDeps): void {
   const { db, reloadSecrets } = deps;
   app.post(
     '/admin/config/reload',
@@ -60,7 +60,7 @@ function reloadRoute(app: FastifyInstance, deps: AdminSystemDeps): void {
   );
 }
 
-function logLevelRoutes(app: FastifyInstance, db: Database): void {
+function logLevelRoutes(app: App, db: Database): void {
   app.get(
     '/admin/log-level',
     { config, schema: { tags, security: ADMIN_SECURITY, summary: 'The current log level', response: responses({ 200: LogLevelResponse }, [401, 403]) } },
@@ -80,7 +80,7 @@ function logLevelRoutes(app: FastifyInstance, db: Database): void {
       },
     },
     async (request) => {
-      const { level } = request.body as { level: LogLevel };
+      const { level } = request.body;
       const previous = currentLevel(app);
       await db.transaction((tx) =>
         recordChange(tx, { actor: request.caller.serviceId, entity: 'log-level', entityId: null, action: 'log-level', before: { level: previous }, after: { level } }),

@@ -1,28 +1,14 @@
-import type { FastifyInstance } from 'fastify';
+import type { App } from '../typed-app.js';
 import type { Database } from '../../adapters/database.js';
-import { authPolicies } from '../../domain/admin/auth-policies.js';
+import { AuthPolicy, AuthPolicyInputs, authPolicies } from '../../domain/admin/auth-policies.js';
 import { checkFeeExpression } from '../../domain/admin/fee-expression-check.js';
-import { feeRules } from '../../domain/admin/fee-rules.js';
-import { limitRules } from '../../domain/admin/limit-rules.js';
-import { checkRoute, routes } from '../../domain/admin/routes.js';
-import { checkPermissions, serviceKeys } from '../../domain/admin/service-keys.js';
-import type { Permissions } from '../../config.js';
+import { FeeRule, FeeRuleInputs, feeRules } from '../../domain/admin/fee-rules.js';
+import { LimitRule, LimitRuleInputs, limitRules } from '../../domain/admin/limit-rules.js';
+import { checkRoute, Route, RouteInputs, routes } from '../../domain/admin/routes.js';
+import { checkPermissions, type Permissions, ServiceIdParams, ServiceKey, ServiceKeyInputs, serviceKeys } from '../../domain/admin/service-keys.js';
 import { createFeeEngine, type FeeEngine } from '../../domain/fees/index.js';
 import { crudRoutes } from './admin-crud.js';
-import {
-  AuthPolicy,
-  AuthPolicyBodies,
-  FeeRule,
-  FeeRuleBodies,
-  IdParams,
-  LimitRule,
-  LimitRuleBodies,
-  Route,
-  RouteBodies,
-  ServiceIdParams,
-  ServiceKey,
-  ServiceKeyBodies,
-} from './admin-schemas.js';
+import { IdParams } from './admin-schemas.js';
 import { adminSystemRoutes, type ReloadSecrets } from './admin-system.js';
 
 export interface AdminDeps {
@@ -33,7 +19,7 @@ export interface AdminDeps {
 }
 
 /** Every `/admin/*` route: signed key with `admin`, or the admin bearer token (docs/rules.md R11). */
-export async function adminRoutes(app: FastifyInstance, deps: AdminDeps): Promise<void> {
+export async function adminRoutes(app: App, deps: AdminDeps): Promise<void> {
   const { db } = deps;
   let feeEngine = deps.feeEngine;
   if (feeEngine === undefined) {
@@ -49,7 +35,7 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminDeps): Promis
     listKey: 'feeRules',
     entity: feeRules,
     record: FeeRule,
-    bodies: FeeRuleBodies,
+    bodies: FeeRuleInputs,
     keyParam: 'id',
     params: IdParams,
     // Turning a broken rule off must stay possible; anything that leaves it active, or a new
@@ -64,7 +50,7 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminDeps): Promis
     listKey: 'routes',
     entity: routes,
     record: Route,
-    bodies: RouteBodies,
+    bodies: RouteInputs,
     keyParam: 'id',
     params: IdParams,
     checkRecord: checkRoute,
@@ -75,7 +61,7 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminDeps): Promis
     listKey: 'limitRules',
     entity: limitRules,
     record: LimitRule,
-    bodies: LimitRuleBodies,
+    bodies: LimitRuleInputs,
     keyParam: 'id',
     params: IdParams,
   });
@@ -85,7 +71,7 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminDeps): Promis
     listKey: 'authPolicies',
     entity: authPolicies,
     record: AuthPolicy,
-    bodies: AuthPolicyBodies,
+    bodies: AuthPolicyInputs,
     keyParam: 'id',
     params: IdParams,
   });
@@ -95,7 +81,7 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminDeps): Promis
     listKey: 'serviceKeys',
     entity: serviceKeys,
     record: ServiceKey,
-    bodies: ServiceKeyBodies,
+    bodies: ServiceKeyInputs,
     keyParam: 'serviceId',
     params: ServiceIdParams,
     checkInput: (input) => {

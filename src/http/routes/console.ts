@@ -4,7 +4,8 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyReply } from 'fastify';
+import type { App } from '../typed-app.js';
 import Type from 'typebox';
 import type { Database } from '../../adapters/database.js';
 import type { Ledger } from '../../ledger/ledger.js';
@@ -116,7 +117,7 @@ const asset = {
  * API's one console-only route, GET /admin/accounts/{name}. The files are read once at start: a
  * missing one stops the start instead of breaking the page later.
  */
-export async function consoleRoutes(app: FastifyInstance, deps: { readonly db: Database; readonly ledger: Ledger }): Promise<void> {
+export async function consoleRoutes(app: App, deps: { readonly db: Database; readonly ledger: Ledger }): Promise<void> {
   const assets = await loadAssets();
   const index = assets.get('index.html');
   assert.ok(index !== undefined);
@@ -147,7 +148,7 @@ export async function consoleRoutes(app: FastifyInstance, deps: { readonly db: D
       },
     },
     async (request, reply) => {
-      const file = assets.get((request.params as { file: string }).file);
+      const file = assets.get(request.params.file);
       // A closed list of names: no path is ever built from the request.
       if (file === undefined) throw apiError('NOT_FOUND', 'no such console file');
       return send(reply, file);

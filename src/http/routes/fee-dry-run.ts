@@ -1,10 +1,10 @@
-import type { FastifyInstance } from 'fastify';
+import type { App } from '../typed-app.js';
 import Type from 'typebox';
 import { apiError } from '../../domain/errors.js';
 import { type FeeEngine, FeeEvaluationError } from '../../domain/fees/index.js';
 import { Money, responses } from '../schemas.js';
 
-export function feeDryRunRoutes(app: FastifyInstance, deps: { fees: FeeEngine }) {
+export function feeDryRunRoutes(app: App, deps: { fees: FeeEngine }) {
   app.post(
     '/admin/fee-rules/dry-run',
     {
@@ -34,10 +34,7 @@ export function feeDryRunRoutes(app: FastifyInstance, deps: { fees: FeeEngine })
       },
     },
     async (request) => {
-      const { expression, context } = request.body as {
-        expression: string;
-        context: { operationType: string; amount: number; currency: string; metadata?: Record<string, unknown> };
-      };
+      const { expression, context } = request.body;
       try {
         const result = await deps.fees.dryRun(expression, { ...context, amount: BigInt(context.amount), metadata: context.metadata ?? {} });
         return {

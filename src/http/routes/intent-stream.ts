@@ -1,15 +1,15 @@
 import type { ServerResponse } from 'node:http';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { App } from '../typed-app.js';
 import Type from 'typebox';
 import type { Broker } from '../../adapters/broker.js';
 import type { Database } from '../../adapters/database.js';
 import { apiError } from '../../domain/errors.js';
-import type { Intent } from '../../domain/intents/intent-store.js';
+import { findOwnIntent, type Intent } from '../../domain/intents/intent-store.js';
 import { intentChannel } from '../../domain/intents/status-publisher.js';
 import { FINAL_STATUSES, type IntentStatus } from '../../domain/model.js';
 import { isIntentStatus } from '../../domain/intents/state-machine.js';
 import { ErrorResponse, Uuid } from '../schemas.js';
-import { ownIntent } from './intents.js';
 import { refuseRateLimited } from '../plugins/throttle.js';
 
 /** A comment line this often keeps proxies and load balancers from closing an idle stream. */
@@ -102,7 +102,7 @@ const STREAM_DESCRIPTION =
   `or at shutdown. A comment line is sent every ${STREAM_HEARTBEAT_INTERVAL_MS / 1000} s.`;
 
 /** GET /intents/{id}/stream: the live status messages of one intent of the calling service. */
-export function intentStreamRoutes(app: FastifyInstance, deps: IntentStreamDeps): void {
+export function intentStreamRoutes(app: App, deps: IntentStreamDeps): void {
   const heartbeatIntervalMs = deps.heartbeatIntervalMs ?? STREAM_HEARTBEAT_INTERVAL_MS;
   const lifetimeMaxMs = deps.lifetimeMaxMs ?? STREAM_LIFETIME_MAX_MS;
   /** Open streams end at shutdown; otherwise the server would wait for them before closing. */
@@ -136,7 +136,7 @@ export function intentStreamRoutes(app: FastifyInstance, deps: IntentStreamDeps)
         throw refuseRateLimited(reply, STREAM_SLOT_RETRY_MS, `service ${request.caller.serviceId} holds its maximum of open streams`);
       }
       try {
-        return await streamIntent(request, reply, release);
+        return await streamIntent(request.params.id, request, reply, release);
       } catch (error) {
         release();
         throw error;
@@ -144,8 +144,7 @@ export function intentStreamRoutes(app: FastifyInstance, deps: IntentStreamDeps)
     },
   );
 
-  async function streamIntent(request: FastifyRequest, reply: FastifyReply, release: () => void): Promise<FastifyReply> {
-    const { id } = request.params as { id: string };
+  async function streamIntent(id: string, request: FastifyRequest, reply: FastifyReply, release: () => void): Promise<FastifyReply> {
     // Subscribe first, then read: a transition between the two is queued, not lost.
     const queued: StatusMessage[] = [];
     let deliver: ((message: StatusMessage) => void) | null = null;
@@ -163,7 +162,7 @@ export function intentStreamRoutes(app: FastifyInstance, deps: IntentStreamDeps)
     }
     let current: Intent;
     try {
-      current = await ownIntent(deps, request, id);
+      current = await findOwnIntent(deps.db, request.caller.serviceId, id);
     } catch (error) {
       await unsubscribe();
       throw error;

@@ -1,37 +1,13 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { App } from '../typed-app.js';
 import Type from 'typebox';
 import { apiError } from '../../domain/errors.js';
 import { type IntentDeps, createIntent } from '../../domain/intents/create-intent.js';
-import type { IntentRequest } from '../../domain/intents/intent-request.js';
-import { findIntent, type Intent, listEvents } from '../../domain/intents/intent-store.js';
+import { IntentBody, intentRequest, QuoteBody, withBodyDefaults } from '../../domain/intents/intent-request.js';
+import { findOwnIntent, type Intent, listEvents } from '../../domain/intents/intent-store.js';
 import { calculateFees } from '../../domain/intents/fee-calculation.js';
 import { OPERATION_TYPES } from '../../domain/model.js';
 import { callerKey, requireUserId } from '../plugins/auth.js';
 import { Money, responses, Uuid, UuidV4 } from '../schemas.js';
-
-const Currency = Type.String({ minLength: 3, maxLength: 3, pattern: '^[A-Z]{3}$', default: 'THB' });
-const PositiveAmount = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'satang' });
-const AccountNameField = Type.String({ minLength: 1, maxLength: 100 });
-
-export const IntentBody = Type.Object(
-  {
-    idempotencyKey: UuidV4,
-    operationType: Type.Enum(OPERATION_TYPES),
-    amount: PositiveAmount,
-    currency: Type.Optional(Currency),
-    metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { default: {} })),
-    fromAccountName: Type.Optional(AccountNameField),
-    toAccountName: Type.Optional(AccountNameField),
-    toLedgerAccountId: Type.Optional(Uuid),
-    fromName: Type.Optional(Type.String({ maxLength: 255 })),
-    toName: Type.Optional(Type.String({ maxLength: 255 })),
-    comment: Type.Optional(Type.String({ maxLength: 500 })),
-    live: Type.Optional(Type.Boolean()),
-    externalRef: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
-    recipientUserId: Type.Optional(Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })),
-  },
-  { additionalProperties: false },
-);
 
 const Status = Type.String({ description: 'one of the 9 intent statuses' });
 
@@ -113,14 +89,7 @@ function intentView(intent: Intent) {
   };
 }
 
-/** Tenant isolation: another service's intent is indistinguishable from a missing one. */
-export async function ownIntent(deps: Pick<IntentDeps, 'db'>, request: FastifyRequest, id: string): Promise<Intent> {
-  const intent = await findIntent(deps.db, id);
-  if (intent === null || intent.serviceId !== request.caller.serviceId) throw apiError('NOT_FOUND', 'intent not found');
-  return intent;
-}
-
-export function intentRoutes(app: FastifyInstance, deps: IntentDeps) {
+export function intentRoutes(app: App, deps: IntentDeps) {
   app.post(
     '/intents',
     {
@@ -134,12 +103,11 @@ export function intentRoutes(app: FastifyInstance, deps: IntentDeps) {
     async (request, reply) => {
       const key = callerKey(request);
       const actor = requireUserId(request, 'BAD_REQUEST');
-      const body = request.body as IntentRequest;
       const answer = await createIntent(deps, {
         serviceId: key.serviceId,
         permissions: key.permissions,
         actor,
-        request: { ...body, currency: body.currency ?? 'THB', metadata: body.metadata ?? {} },
+        request: intentRequest(request.body),
         log: request.log,
         config: request.configSnapshot,
       });
@@ -158,15 +126,7 @@ export function intentRoutes(app: FastifyInstance, deps: IntentDeps) {
       schema: {
         tags: ['intents'],
         summary: 'Fee preview: no write',
-        body: Type.Object(
-          {
-            operationType: Type.Enum(OPERATION_TYPES.filter((t) => t !== 'NFC_CHARGE')),
-            amount: PositiveAmount,
-            currency: Type.Optional(Currency),
-            metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { default: {} })),
-          },
-          { additionalProperties: false },
-        ),
+        body: QuoteBody,
         response: responses(
           { 200: Type.Object({ fee: Money, totalCharge: Money, breakdown: Type.Array(Type.Object({ account: Type.String(), amount: Money })) }) },
           [401, 422],
@@ -174,14 +134,9 @@ export function intentRoutes(app: FastifyInstance, deps: IntentDeps) {
       },
     },
     async (request) => {
-      const body = request.body as { operationType: string; amount: number; currency?: string; metadata?: Record<string, unknown> };
-      const amount = BigInt(body.amount);
-      const fees = await calculateFees(deps.db, deps.fees, {
-        operationType: body.operationType,
-        amount,
-        currency: body.currency ?? 'THB',
-        metadata: body.metadata ?? {},
-      });
+      const quote = withBodyDefaults(request.body);
+      const amount = BigInt(quote.amount);
+      const fees = await calculateFees(deps.db, deps.fees, { ...quote, amount });
       return {
         fee: fees.preFee.toString(),
         totalCharge: (amount + fees.preFee).toString(),
@@ -193,7 +148,7 @@ export function intentRoutes(app: FastifyInstance, deps: IntentDeps) {
   app.get(
     '/intents/:id',
     { schema: { tags: ['intents'], summary: 'Read an intent of the calling service', params: IdParams, response: responses({ 200: IntentView }, [401, 404]) } },
-    async (request) => intentView(await ownIntent(deps, request, (request.params as { id: string }).id)),
+    async (request) => intentView(await findOwnIntent(deps.db, request.caller.serviceId, request.params.id)),
   );
 
   app.get(
@@ -207,7 +162,7 @@ export function intentRoutes(app: FastifyInstance, deps: IntentDeps) {
       },
     },
     async (request) => {
-      const intent = await ownIntent(deps, request, (request.params as { id: string }).id);
+      const intent = await findOwnIntent(deps.db, request.caller.serviceId, request.params.id);
       return { events: await listEvents(deps.db, intent.id) };
     },
   );

@@ -1,4 +1,5 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyRequest } from 'fastify';
+import type { App } from '../typed-app.js';
 import Type from 'typebox';
 import { ApiError } from '../../domain/errors.js';
 import { cancelInvoice, DEFAULT_CANCEL_REASON } from '../../domain/intents/cancel-invoice.js';
@@ -69,7 +70,7 @@ const CancelResult = Type.Object({
 });
 
 /** Two-phase merchant invoices: the payer's confirm and the issuer's cancel. */
-export function invoiceRoutes(app: FastifyInstance, deps: IntentDeps) {
+export function invoiceRoutes(app: App, deps: IntentDeps) {
   app.post(
     '/intents/:id/confirm',
     {
@@ -85,10 +86,10 @@ export function invoiceRoutes(app: FastifyInstance, deps: IntentDeps) {
     async (request) => {
       const actor = actorOf(request);
       const expectedVersion = expectedVersionOf(request);
-      const body = request.body as { payerLedgerAccountId: string; payerUserId: number; idempotencyKey: string };
+      const { body } = request;
       const answer = await confirmInvoice(deps, {
         serviceId: request.caller.serviceId,
-        intentId: (request.params as { id: string }).id,
+        intentId: request.params.id,
         actor,
         expectedVersion,
         payerLedgerAccountId: body.payerLedgerAccountId,
@@ -126,10 +127,10 @@ export function invoiceRoutes(app: FastifyInstance, deps: IntentDeps) {
     },
     async (request) => {
       const actor = actorOf(request);
-      const body = request.body as { reason?: string };
+      const body = request.body;
       const intent = await cancelInvoice(deps, {
         serviceId: request.caller.serviceId,
-        intentId: (request.params as { id: string }).id,
+        intentId: request.params.id,
         actor,
         reason: body.reason ?? DEFAULT_CANCEL_REASON,
         log: request.log,

@@ -1,4 +1,5 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { App } from '../typed-app.js';
 import Type from 'typebox';
 import type { Metrics } from '../../adapters/metrics.js';
 import { apiError } from '../../domain/errors.js';
@@ -19,7 +20,7 @@ const UNMATCHED_ROUTE = 'unmatched';
  * Registers the HTTP instrumentation and GET /metrics. Call it before the other routes: the hooks
  * then cover every route.
  */
-export function metricsRoutes(app: FastifyInstance, deps: MetricsRouteDeps): void {
+export function metricsRoutes(app: App, deps: MetricsRouteDeps): void {
   const { metrics } = deps;
   app.addHook('onResponse', async (request, reply) => {
     metrics.observeRequest(
@@ -80,8 +81,9 @@ function observeIntentOutcome(metrics: Metrics, request: FastifyRequest, reply: 
     case '/intents': {
       // A refused body may be unsigned or invalid: only the catalogue's names become label values,
       // so a caller cannot grow the series with made-up operation types.
-      const claimed = (request.body as { operationType?: unknown } | undefined)?.operationType;
-      const operationType = (OPERATION_TYPES as readonly unknown[]).includes(claimed) ? (claimed as string) : 'unknown';
+      const body: unknown = request.body;
+      const claimed = typeof body === 'object' && body !== null && 'operationType' in body ? body.operationType : undefined;
+      const operationType = OPERATION_TYPES.find((type) => type === claimed) ?? 'unknown';
       if (reply.statusCode === 201 && channel !== null) {
         metrics.intentCreated(operationType, channel);
         if (isFinal(answer.status)) metrics.intentFinished(operationType, channel, answer.status);

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import type { FastifyInstance } from 'fastify';
+import type { App } from '../typed-app.js';
 import Type from 'typebox';
 import type { Database } from '../../adapters/database.js';
 import { STEP_UP_LEVELS } from '../../domain/model.js';
@@ -42,7 +42,7 @@ const EvaluateResponse = Type.Object({
   context: Type.Object({ dailyCumulative: Money, isNewPayee: Type.Boolean() }),
 });
 
-export function policyRoutes(app: FastifyInstance, deps: { db: Database }): void {
+export function policyRoutes(app: App, deps: { db: Database }): void {
   const { db } = deps;
   const payerFacts = sharedPayerFacts(db);
   app.post(
@@ -56,7 +56,7 @@ export function policyRoutes(app: FastifyInstance, deps: { db: Database }): void
       },
     },
     async (request) => {
-      const body = request.body as EvaluateRequest;
+      const body = request.body;
       const scopes = policyScopes(body.appId, body.merchantId);
       // A signed request always carries the configuration it was checked against (auth.ts).
       const snapshot = request.configSnapshot;
