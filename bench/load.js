@@ -102,7 +102,7 @@ function record(dueAt, error) {
 }
 
 async function closedLoop() {
-  // Worker w owns payers w, w + C, w + 2C, …: no payer has two payments in flight (R22 would 409).
+  // Worker w owns payers w, w + C, w + 2C, …: no payer has two payments in flight (docs/rules.md R22 would 409).
   const perWorker = Math.floor(userCount / concurrency);
   if (perWorker < 1) throw new Error('fewer users than workers');
   await Promise.all(

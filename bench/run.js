@@ -269,7 +269,7 @@ async function settle(db) {
 function writeBenchConfig() {
   const demo = JSON.parse(readFileSync(join(root, 'config', 'demo.json'), 'utf8'));
   // A P2P fee to the revenue account: every intent then touches two hot unguarded accounts
-  // (the channel's transit and revenue), as the issue describes.
+  // (the channel's transit and revenue): the hot-account case this bench measures.
   demo.feeRules = [...(demo.feeRules ?? []), { name: 'p2p fee', operationType: 'P2P_TRANSFER', expression: "[{account: 'system.revenue.THB', amount: 1}]", timing: 'PRE', tagsExclude: ['fee_exempt'] }];
   // payorch runs with NODE_ENV=production here, which refuses the demo's public secrets.
   demo.secrets = Object.fromEntries(Object.keys(demo.secrets).map((id) => [id, randomBytes(24).toString('base64url')]));

@@ -3,7 +3,7 @@
 // group-commit transaction of intent-commit.js, which guards and inserts the intents, applies
 // their ledger transfers and appends their events and history).
 // `batch` (default 1): intents per transaction; 1 is one settled intent per transaction, the
-// floor the issue names, larger is what group commit can reach on this machine.
+// plain floor, larger is what group commit can reach on this machine.
 // `--with-reads` adds the server's reads per intent (config version, accounts, fee accounts).
 // node bench/sql-floor.js '<json options>'  → one JSON line on stdout.
 import { createHash, randomUUID } from 'node:crypto';

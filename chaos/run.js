@@ -268,7 +268,7 @@ function remember(request) {
 const openInvoices = [];
 
 /**
- * The simulator's outcome by the receiver's last digits (DECISIONS §3). Time-outs (9997, 9998) are
+ * The simulator's outcome by the receiver's last digits (docs/rules.md, Simulator outcomes). Time-outs (9997, 9998) are
  * the rare case, as with a real provider: each holds a confirm for 3.5 s, and five in a row open
  * the client's circuit breaker for everyone.
  */
@@ -437,7 +437,7 @@ async function seed() {
     await must(await call('POST', '/accounts/register-ipps', { user, body: { externalUserId: `chaos-${user}`, customerEnglishName: 'Chaos Test', senderTaxId: '1101700203451', senderAccountName: 'Chaos Test', documentExpiry: '2031-12-31', dateOfBirth: '1990-01-01', phoneNumber: '0812345678', nationality: 'TH', address: '1 Test Road' } }), `register ${user}`);
   }
   await must(await call('POST', '/accounts', { service: 'admin-tool', user: MERCHANT, body: { userId: MERCHANT, currency: 'THB', entityType: 'merchant' } }), 'merchant');
-  // Mini-app payments move between user wallets (spec): the merchant has one besides its merchant wallet.
+  // Mini-app payments move between user wallets (docs/rules.md, Operation table): the merchant has one besides its merchant wallet.
   await must(await call('POST', '/accounts', { user: MERCHANT, body: { userId: MERCHANT, currency: 'THB' } }), 'merchant user wallet');
   await must(await call('POST', '/intents', { user: MERCHANT, body: { idempotencyKey: randomUUID(), operationType: 'QP_TOPUP', amount: TOP_UP } }), 'merchant top-up');
   // The exchange's service account deposits; the admin panel funds it from equity.

@@ -6,7 +6,7 @@ export const readToken = () => sessionStorage.getItem(TOKEN_KEY);
 export const saveToken = (token) => sessionStorage.setItem(TOKEN_KEY, token);
 export const forgetToken = () => sessionStorage.removeItem(TOKEN_KEY);
 
-/** An answer other than 2xx, with the service's error code and message (R2 body shape). */
+/** An answer other than 2xx, with the service's error code and message (docs/rules.md, Error bodies). */
 export class ApiError extends Error {
   constructor(status, code, message) {
     super(message);

@@ -80,7 +80,7 @@ CREATE TABLE intents (
   id uuid PRIMARY KEY,
   idempotency_key uuid NOT NULL,
   service_id varchar(50) NOT NULL,
-  -- What the request asked for, to tell an honest replay from a reused key (R14).
+  -- What the request asked for, to tell an honest replay from a reused key (docs/rules.md R14).
   request_fingerprint text NOT NULL,
   user_id bigint NOT NULL,
   operation_type varchar(50) NOT NULL,
@@ -126,7 +126,7 @@ CREATE TABLE intents (
 CREATE INDEX intents_service_created_idx ON intents (service_id, created_at DESC);
 CREATE INDEX intents_in_flight_idx ON intents (status, channel, created_at) WHERE status IN ('CREATED', 'VALIDATED', 'AUTHORIZED', 'SETTLING', 'MANUAL_REVIEW');
 CREATE INDEX intents_invoice_expiry_idx ON intents (expires_at) WHERE status = 'CREATED' AND operation_type = 'INVOICE_PAYMENT';
--- Limit usage (R21) counts settled and in-flight intents per owner and window.
+-- Limit usage (docs/rules.md R21) counts settled and in-flight intents per owner and window.
 CREATE INDEX intents_from_user_idx ON intents (from_user_id, created_at) WHERE status IN ('AUTHORIZED', 'SETTLED');
 CREATE INDEX intents_to_user_idx ON intents (to_user_id, created_at) WHERE status IN ('AUTHORIZED', 'SETTLED');
 

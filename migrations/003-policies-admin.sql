@@ -1,4 +1,4 @@
--- Step-up policies and the admin API (issue 6).
+-- Step-up policies and the admin API.
 
 -- 002 already has these columns; IF NOT EXISTS keeps this file valid whichever lands first.
 ALTER TABLE intents ADD COLUMN IF NOT EXISTS from_user_id bigint;

@@ -1,7 +1,7 @@
--- The background workers (issue 5): the PSP worker's claim, lease and schedule on the intent row,
+-- The background workers: the PSP worker's claim, lease and schedule on the intent row,
 -- and the balance monitor's baseline.
 
--- psp_state values: DECISIONS §3's sub-states, plus the two ends the worker leaves an intent in
+-- psp_state values: the PSP sub-states (docs/rules.md), plus the two ends the worker leaves an intent in
 -- (FAILED, MANUAL_REVIEW). NULL for every channel but PSPX_TRANSFER.
 ALTER TABLE intents ADD CONSTRAINT intents_psp_state_check CHECK (psp_state IS NULL OR psp_state IN (
   'NEW', 'QUERY_PENDING', 'QUERIED', 'CONFIRM_PENDING', 'INQUIRING', 'CONFIRMED', 'FAILED', 'MANUAL_REVIEW'));

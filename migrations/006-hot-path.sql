@@ -1,4 +1,4 @@
--- The hot path of POST /intents (issue 8): cached configuration that still changes on the very
+-- The hot path of POST /intents (docs/PERFORMANCE.md): cached configuration that still changes on the very
 -- next request, and fewer round trips per settled intent.
 
 -- Configuration version. Every statement that changes a table the API caches bumps it, whoever
@@ -28,7 +28,7 @@ CREATE TRIGGER limit_rules_config_version AFTER INSERT OR UPDATE OR DELETE OR TR
 CREATE TRIGGER auth_policies_config_version AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON auth_policies
   FOR EACH STATEMENT EXECUTE FUNCTION config_version_bump();
 
--- R22 and R21 in one statement: the payer's transaction-scoped advisory lock, then the usage of
+-- docs/rules.md R22 and R21 in one statement: the payer's transaction-scoped advisory lock, then the usage of
 -- every limit check under it. A VOLATILE function takes a new snapshot per statement, so the
 -- usage is read after the lock is held and sees every committed payment of this payer. The key
 -- is the one lockPayerInTransaction uses, so both paths exclude each other.

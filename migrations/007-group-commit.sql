@@ -1,4 +1,4 @@
--- Group commit of POST /intents (issue 8, docs/PERFORMANCE.md): the intents that arrive while
+-- Group commit of POST /intents (docs/PERFORMANCE.md): the intents that arrive while
 -- earlier ones are committing share one transaction, so BEGIN, COMMIT, the ledger's lock statement
 -- and every round trip are paid once per batch instead of once per intent.
 
@@ -14,7 +14,7 @@
 -- Recipient limits (checks with side 'to') are exact across concurrent transactions too: the batch
 -- first waits for a transaction-scoped lock per such recipient (class p_recipient_lock_class), all
 -- taken in one statement in user id order, so two batches never wait for each other in a circle.
--- A payer's lock is only tried (R22 refuses instead of waiting), so it cannot close a circle either.
+-- A payer's lock is only tried (docs/rules.md R22 refuses instead of waiting), so it cannot close a circle either.
 CREATE FUNCTION intent_open_batch(p_lock_class integer, p_recipient_lock_class integer, p_batch jsonb) RETURNS jsonb
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE

@@ -1,4 +1,4 @@
--- Unguarded balances roll up once per batch (issue 8, docs/PERFORMANCE.md "Hot accounts").
+-- Unguarded balances roll up once per batch (docs/PERFORMANCE.md "Hot accounts").
 --
 -- Until now every transfer updated both of its accounts' balance rows at once. A settled P2P intent
 -- with a fee moves the channel's transit account four times and revenue once, so a group-commit

@@ -1,4 +1,4 @@
--- A transaction writes unguarded accounts on a shard no other transaction holds (issue 8).
+-- A transaction writes unguarded accounts on a shard no other transaction holds (docs/PERFORMANCE.md).
 --
 -- 006 picked the shard at random: with four batches in flight, two of them drew the same shard of
 -- the transit and revenue accounts about one time in ten, and the later one waited on the earlier

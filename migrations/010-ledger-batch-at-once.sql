@@ -1,4 +1,4 @@
--- A batch of transfers that applies in full is written with a few set statements (issue 8).
+-- A batch of transfers that applies in full is written with a few set statements (docs/PERFORMANCE.md).
 --
 -- ledger_run_batch applies events one by one in PL/pgSQL: per transfer about a dozen statements
 -- (look-ups, the insert, one update per guarded side, a pending transfer's status), ~0.3 ms of

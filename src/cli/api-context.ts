@@ -18,7 +18,7 @@ export interface CommonValues {
   readonly user?: string | undefined;
   readonly url?: string | undefined;
   readonly json?: boolean | undefined;
-  /** Sign with the specification's X-Signature instead of an HTTP Message Signature. */
+  /** Sign with the older X-Signature (docs/rules.md R1) instead of an HTTP Message Signature. */
   readonly 'legacy-signature'?: boolean | undefined;
 }
 

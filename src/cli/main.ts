@@ -40,7 +40,7 @@ Options of every command that calls the service:
   --url URL      the service (default PAYORCH_URL, else http://HOST:PORT)
   --json         print the service's JSON instead of tables (watch: one JSON line per status)
   --legacy-signature
-                 sign with the spec's X-Signature instead of an HTTP Message Signature
+                 sign with the older X-Signature instead of an HTTP Message Signature
 BODY is a JSON object; the flags override its fields. Amounts are satang (1 THB = 100).
 
 Environment: see README.md (PORT, DATABASE_URL, CONFIG_FILE, ...).

@@ -34,7 +34,7 @@ export interface AdminCollection<Rec, Create, Patch, Key extends string | number
 }
 
 export interface AdminApi {
-  /** Needs `forceResolve` or `admin` on the key (R11). */
+  /** Needs `forceResolve` or `admin` on the key (docs/rules.md R11). */
   resolve(intentId: string, body: ResolveRequest): Promise<ResolveResult>;
   feeRules: AdminCollection<FeeRule, FeeRuleInput, Partial<FeeRuleInput>, number, 'feeRules'> & {
     dryRun(body: FeeDryRunRequest): Promise<FeeDryRunResult>;

@@ -1,6 +1,6 @@
 /**
  * The payorch client: typed methods for every endpoint, every request signed (an HTTP Message
- * Signature by default, docs/SECURITY.md section 2), retries only where the spec allows them.
+ * Signature by default, docs/SECURITY.md section 2), retries only where docs/rules.md, Retries, allows them.
  * `import { createPayorchClient } from 'payorch'`.
  */
 export { createPayorchClient, type PayorchClient, type PayorchClientOptions, type RawAnswer, type UserOptions } from './payorch-client.js';

@@ -42,7 +42,7 @@ export interface PayorchClientOptions {
   readonly baseUrl: string;
   readonly serviceId: string;
   readonly secret: string;
-  /** 'message' (default): HTTP Message Signatures, which bind X-User-Id; 'x-signature': the specification's scheme. */
+  /** 'message' (default): HTTP Message Signatures, which bind X-User-Id; 'x-signature': the older scheme (docs/rules.md R1). */
   readonly signatureScheme?: SignatureScheme;
   /** Defaults to the global fetch; tests pass a stub. */
   readonly fetch?: typeof fetch;
@@ -124,7 +124,7 @@ export function createPayorchClient(options: PayorchClientOptions): PayorchClien
       return { status: answer.status, body: answer.body };
     },
     accounts: {
-      // Idempotent by the spec (200 when every account existed): safe to retry.
+      // Idempotent (200 when every account existed, docs/rules.md R15): safe to retry.
       create: (body, user = {}) =>
         call({ method: 'POST', path: '/accounts', json: { currency: 'THB', ...body }, userId: user.userId ?? body.userId, retry: true }),
       balance: (name) => call({ method: 'GET', path: `/accounts/${segment(name)}/balance`, retry: true }),
@@ -155,7 +155,7 @@ export function createPayorchClient(options: PayorchClientOptions): PayorchClien
           ...(confirmOptions.ifMatch === undefined ? {} : { headers: { 'if-match': String(confirmOptions.ifMatch) } }),
           retry: true,
         }),
-      // Not idempotent (spec): a repeat after a lost answer would report 409 CANNOT_CANCEL for a
+      // Not idempotent (docs/rules.md, Cancel): a repeat after a lost answer would report 409 CANNOT_CANCEL for a
       // cancel that succeeded, so a 5xx reaches the caller, who reads the intent before acting again.
       cancel: (intentId, body, user) =>
         call({ method: 'POST', path: `/intents/${segment(intentId)}/cancel`, json: body, userId: user.userId, retry: false }),

@@ -14,7 +14,7 @@ export interface PayorchErrorBody {
 const isCatalogueCode = (value: unknown): value is ErrorCode => typeof value === 'string' && Object.hasOwn(ERROR_STATUS, value);
 
 /**
- * The service answered with a 4xx or 5xx. Callers decide on `code` alone (spec, Errors); `body`
+ * The service answered with a 4xx or 5xx. Callers decide on `code` alone (docs/rules.md, Error bodies); `body`
  * keeps the whole answer (a string when it was not JSON) for the fields that some codes carry.
  */
 export class PayorchError extends Error {

@@ -12,7 +12,7 @@ export interface ClientRequest {
   /** X-User-Id, where the endpoint acts for a user. */
   readonly userId?: number;
   readonly headers?: Readonly<Record<string, string>>;
-  /** See SendRequest.retry: only requests that the spec makes safe to repeat. */
+  /** See SendRequest.retry: only requests that are safe to repeat (docs/rules.md, Retries). */
   readonly retry: boolean;
 }
 

@@ -8,7 +8,7 @@ export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
 /**
  * 'message': an HTTP Message Signature (RFC 9421) that also covers X-User-Id and carries a fresh
- * nonce. 'x-signature': the specification's scheme, for servers that predate the other one.
+ * nonce. 'x-signature': the older scheme (docs/rules.md R1), for servers that predate the other one.
  * docs/SECURITY.md section 2 says why the first is the default.
  */
 export type SignatureScheme = 'message' | 'x-signature';
@@ -49,7 +49,7 @@ export interface SendRequest {
   readonly userId?: number;
   readonly headers?: Readonly<Record<string, string>>;
   /**
-   * True only where the spec makes a repeat harmless: reads, and writes that carry an
+   * True only where a repeat is harmless (docs/rules.md, Retries): reads, and writes that carry an
    * idempotency key or are idempotent by definition. A retry of anything else could act twice.
    */
   readonly retry: boolean;
@@ -110,7 +110,7 @@ function describeNetworkError(error: unknown): string {
 
 type Attempt = { readonly kind: 'answer'; readonly response: RawResponse } | { readonly kind: 'no-answer'; readonly error: unknown };
 
-/** Signs and sends requests; retries 5xx answers and network errors of retryable requests, nothing else (spec, Client retry guidance). */
+/** Signs and sends requests; retries 5xx answers and network errors of retryable requests, nothing else (docs/rules.md, Retries). */
 export function createTransport(options: TransportOptions): Transport {
   const base = options.baseUrl.replace(/\/+$/, '');
 

@@ -212,7 +212,7 @@ export interface PolicyEvaluationRequest {
 export interface PolicyDecision {
   readonly required: StepUpLevel;
   readonly reasonCode: string;
-  /** 0 when no policy matched (R4). */
+  /** 0 when no policy matched (docs/rules.md R4). */
   readonly policyId: number;
   readonly context: { readonly dailyCumulative: Money; readonly isNewPayee: boolean };
 }

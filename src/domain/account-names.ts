@@ -53,7 +53,7 @@ export function entityAccountNames(entityType: EntityType, userId: number, curre
   }
 }
 
-/** R19: the ten system accounts that exist after start. */
+/** docs/rules.md R19: the ten system accounts that exist after start. */
 export const SYSTEM_ACCOUNTS: ReadonlyArray<{ readonly name: string; readonly type: AccountType }> = [
   ...['INTERNAL', 'INTERNAL_P2P', 'PSPX', 'MERCHANT', 'MERCHANT_INVOICE', 'SERVICE_TRANSFER'].map((channel) => ({
     name: `system.transit.${channel}.THB`,

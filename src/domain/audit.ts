@@ -118,7 +118,7 @@ function ledgerCheck(check: AuditCheck, run: (sql: Sql) => Promise<string[]>): C
   return async (sql) => (await run(sql)).map((detail) => ({ check, detail }));
 }
 
-/** Each mapped account exists in the ledger, on its ledger, guarded exactly when its type is (R19). */
+/** Each mapped account exists in the ledger, on its ledger, guarded exactly when its type is (docs/rules.md R19). */
 async function checkAccountMap(sql: Sql): Promise<AuditViolation[]> {
   const { rows } = await sql.query<{ account_name: string; account_type: string; flags: number | null; ledger: number | null; ledger_number: number }>(
     `SELECT a.account_name, a.account_type, l.flags, l.ledger, a.ledger_number
@@ -149,7 +149,7 @@ async function checkAccountMap(sql: Sql): Promise<AuditViolation[]> {
 const RELEASE_QUEUED = `SELECT 1 FROM outbox o WHERE o.intent_id = i.id AND o.kind = 'void_pending' AND o.done_at IS NULL`;
 
 /**
- * R17/R18: a transit account only relays. Settlement posts and pays out in one linked batch, so
+ * docs/rules.md R17, R18: a transit account only relays. Settlement posts and pays out in one linked batch, so
  * its posted net is zero at every commit, and it holds in pending exactly the reservations of its
  * channel's in-flight intents (and of FAILED ones whose void is still queued).
  */
@@ -190,7 +190,7 @@ async function checkTransitAccounts(sql: Sql): Promise<AuditViolation[]> {
   }));
 }
 
-/** R19 by account type (the ledger check goes by flags): an owned account is never below zero, reservations included. */
+/** docs/rules.md R19 by account type (the ledger check goes by flags): an owned account is never below zero, reservations included. */
 async function checkGuardedAccountTypes(sql: Sql): Promise<AuditViolation[]> {
   const { rows } = await sql.query<{ account_name: string; account_type: string; balance: string; held: string }>(
     `SELECT a.account_name, a.account_type,
@@ -228,7 +228,7 @@ async function checkOverduePending(sql: Sql, context: Context): Promise<AuditVio
 }
 
 // ---------------------------------------------------------------------------------------------
-// Per intent: the ledger movements that its status implies (R18), found by deterministic ids.
+// Per intent: the ledger movements that its status implies (docs/rules.md R18), found by deterministic ids.
 
 interface IntentMoneyRow {
   id: string;

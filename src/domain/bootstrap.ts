@@ -5,7 +5,7 @@ import { SYSTEM_ACCOUNTS } from './account-names.js';
 import { createAccount } from './accounts.js';
 
 /**
- * Brings a migrated database to the state the config describes (DECISIONS section 2): system
+ * Brings a migrated database to the state the config describes (docs/rules.md, CONFIG_FILE): system
  * accounts and config accounts exist, service keys are upserted, and rule tables are seeded only
  * when empty, so that changes made through the admin API survive a restart.
  */

@@ -23,7 +23,7 @@ export interface ChannelBehaviour {
    * later by the PSP worker. CREATED: a two-phase invoice, no payer and no money until confirmed.
    */
   readonly createdAs: Extract<IntentStatus, 'SETTLED' | 'AUTHORIZED' | 'CREATED'>;
-  /** R17: the transit account (system.transit.{name}.{currency}) that holds the reservation. */
+  /** docs/rules.md R17: the transit account (system.transit.{name}.{currency}) that holds the reservation. */
   readonly transit: string;
   /** Checks this channel makes of a request before anything is stored; each refusal throws. */
   readonly check?: (request: IntentRequest, payer: AccountRecord | null) => void;

@@ -11,7 +11,7 @@ import type { ServiceKey } from './service-keys.js';
 export interface ConfigSnapshot {
   readonly version: bigint;
   readonly serviceKeys: ReadonlyMap<string, ServiceKey>;
-  /** Active routes in R20 order (priority, id). */
+  /** Active routes in docs/rules.md R20 order (priority, id). */
   readonly routes: readonly RouteRow[];
   /** Active fee rules per operation type, in (priority, id) order. */
   readonly feeRules: ReadonlyMap<string, readonly FeeRule[]>;

@@ -42,8 +42,9 @@ export type ErrorCode = keyof typeof ERROR_STATUS;
 export type ErrorBody = { error: ErrorCode; message?: string; detail?: Record<string, string> } & Record<string, unknown>;
 
 /**
- * An expected failure with its code. `shape: 'bare'` gives the spec's non-standard bodies
- * (confirm and cancel conflicts) which carry `error` and the listed extra fields but no message.
+ * An expected failure with its code. `shape: 'bare'` gives the non-standard bodies of confirm and
+ * cancel conflicts, which carry `error` and the listed extra fields but no message (docs/rules.md,
+ * Error bodies).
  */
 export class ApiError extends Error {
   readonly code: ErrorCode;

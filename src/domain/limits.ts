@@ -17,14 +17,14 @@ export interface LimitSubject {
   readonly operationType: string;
   readonly amount: bigint;
   readonly currency: string;
-  /** Owners of the two accounts; a side without an owner is not limited (R21). */
+  /** Owners of the two accounts; a side without an owner is not limited (docs/rules.md R21). */
   readonly fromUserId: number | null;
   readonly toUserId: number | null;
   /** The intent being checked, when it is already stored in the same transaction: not its own usage. */
   readonly intentId?: string;
 }
 
-/** Statuses whose money counts as used: settled, or reserved and on its way (R21). */
+/** Statuses whose money counts as used: settled, or reserved and on its way (docs/rules.md R21). */
 const COUNTED_STATUSES = "('AUTHORIZED', 'SETTLED')";
 
 function windowStart(window: LimitWindow, now: Date): Date | null {
@@ -80,7 +80,7 @@ export interface LimitCheck {
   readonly requested: bigint;
 }
 
-/** Every comparison R21 asks for, in the order the first breach is reported: rule id, then DEBIT side first. */
+/** Every comparison docs/rules.md R21 asks for, in the order the first breach is reported: rule id, then DEBIT side first. */
 export function limitChecks(rules: readonly LimitRule[], subject: LimitSubject, now: Date): LimitCheck[] {
   if (subject.fromUserId === null && subject.toUserId === null) return [];
   return rules.flatMap((rule) => {
@@ -94,7 +94,7 @@ export function limitChecks(rules: readonly LimitRule[], subject: LimitSubject, 
   });
 }
 
-/** 422 LIMIT_EXCEEDED naming the rule, the usage before this request and its own contribution (R32). */
+/** 422 LIMIT_EXCEEDED naming the rule, the usage before this request and its own contribution (docs/rules.md R32). */
 export function limitExceeded(check: LimitCheck, current: bigint) {
   const { rule } = check;
   return apiError('LIMIT_EXCEEDED', `limit rule ${rule.name} exceeded`, {

@@ -47,7 +47,7 @@ export const ACCOUNT_TYPES = [
 ] as const;
 export type AccountType = (typeof ACCOUNT_TYPES)[number];
 
-/** Accounts that belong to nobody may go negative; the rest may not be overdrawn (R19). */
+/** Accounts that belong to nobody may go negative; the rest may not be overdrawn (docs/rules.md R19). */
 export const UNOWNED_ACCOUNT_TYPES: readonly AccountType[] = ['TRANSIT', 'REVENUE', 'NOSTRO', 'EQUITY'];
 
 export const STEP_UP_LEVELS = ['NONE', 'PIN', 'BIOMETRIC', 'OTP', 'KYC_UPLIFT', 'BLOCK'] as const;

@@ -1,7 +1,7 @@
 import { assertNever } from './errors.js';
 import type { StepUpLevel } from './model.js';
 
-/** The step-up decision rules of the spec's "Auth policy" section; pure, no SQL. */
+/** The step-up decision rules (docs/rules.md, Step-up policies); pure, no SQL. */
 
 export interface AuthPolicy {
   readonly id: number;
@@ -17,16 +17,16 @@ export interface AuthPolicy {
 export interface PolicyFacts {
   readonly amount: bigint;
   readonly currency: string;
-  /** Settled DEBIT total of the user for the current UTC day in `currency` (R33). */
+  /** Settled DEBIT total of the user for the current UTC day in `currency` (docs/rules.md R33). */
   readonly dailyCumulative: bigint;
-  /** False without a merchantId in the request (R33). */
+  /** False without a merchantId in the request (docs/rules.md R33). */
   readonly isNewPayee: boolean;
 }
 
 export interface PolicyDecision {
   readonly required: StepUpLevel;
   readonly reasonCode: string;
-  /** 0 when no policy matched (R4). */
+  /** 0 when no policy matched (docs/rules.md R4). */
   readonly policyId: number;
 }
 

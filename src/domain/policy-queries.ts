@@ -3,7 +3,7 @@ import type { Database, Sql } from '../adapters/database.js';
 import { CoalescedReads, departureFor } from '../adapters/coalesced-reads.js';
 import type { AuthPolicy, PolicyFacts } from './policies.js';
 
-/** The figures of a condition that are read from the database, not taken from the request (R33). */
+/** The figures of a condition that are read from the database, not taken from the request (docs/rules.md R33). */
 export type PayerFacts = Pick<PolicyFacts, 'dailyCumulative' | 'isNewPayee'>;
 
 export type PayerFactsLookup = (userId: number, currency: string, merchantId: number | undefined) => Promise<PayerFacts>;
@@ -27,7 +27,7 @@ export function sharedPayerFacts(db: Database): PayerFactsLookup {
 /**
  * History rows are written when an intent settles, one DEBIT row for the payer with the account
  * owner's user_id; ->> gives the same text for 42 and "42", so either spelling of merchantUserId
- * in metadata counts. Without a merchant there is no payee to be new (R33).
+ * in metadata counts. Without a merchant there is no payee to be new (docs/rules.md R33).
  */
 async function readPayerFacts(sql: Sql, keys: readonly string[]): Promise<Map<string, PayerFacts>> {
   const asked = keys.map((key) => JSON.parse(key) as [number, string, number | null]);

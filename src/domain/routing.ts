@@ -12,7 +12,7 @@ export interface RouteRow {
   readonly channel: Channel;
 }
 
-/** R20: the active route of lowest priority whose [minAmount, maxAmount] holds the amount. */
+/** docs/rules.md R20: the active route of lowest priority whose [minAmount, maxAmount] holds the amount. */
 export async function routeChannel(sql: Sql, operationType: string, amount: bigint): Promise<Channel> {
   const { rows } = await sql.query<{ channel: Channel }>(
     `SELECT channel FROM routes
@@ -25,7 +25,7 @@ export async function routeChannel(sql: Sql, operationType: string, amount: bigi
   return carried(channel, operationType);
 }
 
-/** R20 over cached routes, which are already active and in (priority, id) order. */
+/** docs/rules.md R20 over cached routes, which are already active and in (priority, id) order. */
 export function pickChannel(routes: readonly RouteRow[], operationType: string, amount: bigint): Channel {
   const route = routes.find(
     (r) => r.operationType === operationType && r.minAmount <= amount && (r.maxAmount === null || r.maxAmount >= amount),

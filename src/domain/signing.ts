@@ -5,7 +5,7 @@ export const SIGNATURE_WINDOW_S = 60;
 
 export const sha256Hex = (data: string | Uint8Array) => createHash('sha256').update(data).digest('hex');
 
-/** R1: timestamp, upper-case method, path with query, SHA-256 hex of the raw body; joined by '\n'. */
+/** docs/rules.md R1: timestamp, upper-case method, path with query, SHA-256 hex of the raw body; joined by '\n'. */
 export function signingString(timestamp: string | number, method: string, pathWithQuery: string, rawBody: string | Uint8Array): string {
   return `${timestamp}\n${method.toUpperCase()}\n${pathWithQuery}\n${sha256Hex(rawBody)}`;
 }

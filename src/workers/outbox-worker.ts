@@ -14,7 +14,7 @@ import type { Ledger } from '../ledger/ledger.js';
  * a reservation (AUTHORIZED or MANUAL_REVIEW → SETTLED), void_pending releases one (→ FAILED).
  * Each job's ledger call, status change, audit row and completion commit in one transaction.
  *
- * Exactly one active instance (the specification's scaling rule): the leader holds a
+ * Exactly one active instance (docs/rules.md, Outbox): the leader holds a
  * session-level advisory lock on a connection of its own; the others stay standby and try the
  * lock on every tick, so one of them takes over as soon as the leader's session ends (stop, crash,
  * lost connection). Correctness does not rest on the election alone: a job is locked (SKIP LOCKED)
@@ -235,7 +235,7 @@ function announce(deps: OutboxWorkerDeps, { kind, intent, outcome }: JobResult):
   log.info({ event: 'outbox_job_done', job: kind, from: outcome.from, to: outcome.to, reason: outcome.reason }, `intent ${outcome.to}`);
   deps.metrics?.intentFinished(intent.operationType, intent.channel, outcome.to);
   if (outcome.reason === PENDING_EXPIRED_REASON) {
-    // R23 fails the intent, but a PSPX payout may have been made already: the books need a look.
+    // An expired reservation fails the intent (docs/rules.md R23), but a PSPX payout may have been made already: the books need a look.
     log.error({ event: 'pending_expired', pspState: intent.pspState, amount: intent.amount.toString() }, 'reservation expired before it was posted; intent FAILED');
   }
   if (intent.live) void deps.publisher.publish(intent.id, [outcome.to], outcome.updatedAt);

@@ -10,7 +10,7 @@ import type { PspSubState } from '../domain/intents/store/state-machine.js';
 import type { Logger } from '../adapters/logger.js';
 
 /**
- * The PSP worker drives PSPX payouts through DECISIONS §3:
+ * The PSP worker drives PSPX payouts through their sub-states (docs/rules.md, PSP sub-states):
  *
  *   NEW → QUERY_PENDING → QUERIED → CONFIRM_PENDING → CONFIRMED   (post_pending job: outbox settles)
  *   QUERY_PENDING → FAILED            inquiry rejected             (void_pending job: outbox fails)

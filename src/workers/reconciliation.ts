@@ -13,7 +13,7 @@ import type { Ledger } from '../ledger/ledger.js';
  * Left alone: PSPX_TRANSFER (the PSP worker resumes those, and the provider may have paid), and
  * CREATED invoices (MERCHANT_INVOICE before confirm): they hold no money, and whether they lapse
  * is the expiry sweep's decision on expiresAt, not an age guess. VALIDATED is included although
- * the specification names CREATED and AUTHORIZED: an intent stuck between the two holds no more
+ * the interface names CREATED and AUTHORIZED: an intent stuck between the two holds no more
  * than an AUTHORIZED one and would otherwise never end.
  *
  * Safe with several instances starting together: each intent is locked and re-checked inside its

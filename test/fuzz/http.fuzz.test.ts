@@ -19,7 +19,7 @@ import { payout, registerIpps } from '../support/workers.js';
  * cursors, numbers and instants out of range, SQL and path-traversal payloads, prototype-pollution
  * keys, oversized and duplicated headers). Most requests are signed correctly so that they get
  * past authentication into validation and the domain; some are not. Each answer must be one the
- * specification documents for that route (table below), never a 5xx outside it; no route accepts
+ * interface documents for that route (table below), never a 5xx outside it; no route accepts
  * what docs/SECURITY.md §6 refuses; afterwards the invariant audit is clean, Object.prototype is
  * untouched and /health answers.
  */
@@ -40,17 +40,17 @@ const MERCHANT_ACCOUNT = `merchant.${MERCHANT}.THB`;
 const KNOWN_SERVICES = ['wallet-api', 'nfc-terminal', 'mobile-gateway', 'admin-tool', 'admin-panel', 'exchange'] as const;
 
 // ---------------------------------------------------------------------------------------------
-// What each route may answer: the specification's endpoint sections and error table, DECISIONS
+// What each route may answer: the interface's endpoints and error catalogue, docs/rules.md
 // (R6, R11, R12, R14, R22, R28, R29, R34) and docs/design.md. Keyed as the OpenAPI document names
 // the route. Every signed route may also answer the transport-level codes of GENERIC below.
 
 type Allowed = readonly string[];
 
-/** Any route: a body that is not JSON (400, auth plugin), too big (413, R12), not JSON at all (415), a path that matches no route (404), a parameter against its schema (422, R28). */
+/** Any route: a body that is not JSON (400, auth plugin), too big (413, docs/rules.md R12), not JSON at all (415), a path that matches no route (404), a parameter against its schema (422, docs/rules.md R28). */
 const GENERIC: Allowed = ['400 BAD_REQUEST', '404 NOT_FOUND', '413 PAYLOAD_TOO_LARGE', '415 UNSUPPORTED_MEDIA_TYPE', '422 VALIDATION_ERROR'];
-/** Any signed route: authentication (R2), the key's permission step and rate limits (docs/SECURITY.md §5). */
+/** Any signed route: authentication (docs/rules.md R2), the key's permission step and rate limits (docs/SECURITY.md §5). */
 const SIGNED: Allowed = ['401 UNAUTHORIZED', '403 FORBIDDEN', '429 RATE_LIMITED'];
-/** The admin CRUD routes (issue 6): 409 when a create collides with an existing key. */
+/** The admin CRUD routes: 409 when a create collides with an existing key. */
 const ADMIN_CRUD: Allowed = ['200', '201', '404 NOT_FOUND', '409 CONFLICT', '422 VALIDATION_ERROR'];
 
 /** A fee rule whose expression does not compile or run is refused as the dry-run refuses it. */
@@ -127,7 +127,7 @@ interface Operation {
   readonly parameters?: ReadonlyArray<{ readonly in: string; readonly name: string; readonly schema?: JsonSchema }>;
   readonly requestBody?: { readonly content?: Readonly<Record<string, { readonly schema?: JsonSchema }>> };
   readonly responses?: Readonly<Record<string, unknown>>;
-  /** `[]`: the route needs no signature (R37). */
+  /** `[]`: the route needs no signature (docs/rules.md R37). */
   readonly security?: readonly unknown[];
 }
 interface Route {
@@ -465,7 +465,7 @@ const metadataValue: fc.Arbitrary<unknown> = fc.oneof(
   fc.record({ appScope: fc.constantFrom<unknown>('w', 'c', 'a', 'z'), ttlSeconds: fc.constantFrom<unknown>(1, 600, 3600, 3601, -5, 1e12, '60'), note: fc.constantFrom<unknown>('hi', 'x'.repeat(501)) }, { requiredKeys: [] }),
   hostileValue,
 );
-/** A body each operation type accepts (so that money moves), built from the spec's operation table. */
+/** A body each operation type accepts (so that money moves), built from the operation table (docs/rules.md). */
 function validIntentBody(operationType: string, payer: number, other: number, amount: number, receiver: string): Record<string, unknown> {
   switch (operationType) {
     case 'P2P_TRANSFER':
@@ -673,7 +673,7 @@ function judge(request: Request, res: LightMyRequestResponse): void {
   if (res.statusCode >= 400 && route.key !== 'GET /health') {
     expect(code, `${where}: error body without a code: ${res.body.slice(0, 300)}`).not.toBeNull();
     expect(Object.hasOwn(ERROR_STATUS, code ?? ''), `${where}: ${label} is not a catalogue code`).toBe(true);
-    // The one sanctioned exception to the catalogue's status: schema errors of confirm and cancel headers are 400 (R6, R29).
+    // The one sanctioned exception to the catalogue's status: schema errors of confirm and cancel headers are 400 (docs/rules.md R6, R29).
     if (label !== '400 VALIDATION_ERROR') expect(ERROR_STATUS[code as ErrorCode], `${where}: ${label} has another status in the catalogue`).toBe(res.statusCode);
   }
   const table = request.rerouted ? anyRouteAllows : route.allowed;

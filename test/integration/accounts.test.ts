@@ -31,7 +31,7 @@ describe('POST /accounts', () => {
     expect(again.json().primary.created).toBe(false);
   });
 
-  it('refuses an entity type outside the key permission (R15)', async () => {
+  it('refuses an entity type outside the key permission (docs/rules.md R15)', async () => {
     const merchantByWallet = await t.call('POST', '/accounts', { user: 8, body: { userId: 8, currency: 'THB', entityType: 'merchant' } });
     expect(merchantByWallet.statusCode).toBe(403);
     const userByAdminTool = await t.call('POST', '/accounts', { service: 'admin-tool', user: 8, body: { userId: 8, currency: 'THB' } });
@@ -59,7 +59,7 @@ describe('POST /accounts', () => {
 });
 
 describe('GET /accounts/{name}/balance', () => {
-  it('has the ten system accounts of R19 at zero after start', async () => {
+  it('has the ten system accounts (docs/rules.md R19) at zero after start', async () => {
     for (const { name } of SYSTEM_ACCOUNTS) {
       const res = await t.call('GET', `/accounts/${name}/balance`);
       expect(res.json()).toEqual({ accountName: name, balance: '0', currency: 'THB' });
@@ -97,7 +97,7 @@ describe('GET /accounts/{name}/transactions', () => {
     expect(unknown.json()).toEqual({ transactions: [] });
   });
 
-  it.each(['limit=0', 'limit=101', 'offset=-1', 'limit=abc', 'other=1'])('answers 422 for %s (R34)', async (query) => {
+  it.each(['limit=0', 'limit=101', 'offset=-1', 'limit=abc', 'other=1'])('answers 422 for %s (docs/rules.md R34)', async (query) => {
     const res = await t.call('GET', `/accounts/user.42.THB/transactions?${query}`);
     expect(res.statusCode).toBe(422);
     expect(res.json().error).toBe('VALIDATION_ERROR');

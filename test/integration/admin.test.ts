@@ -24,7 +24,7 @@ beforeAll(async () => {
 });
 afterAll(async () => t?.close());
 
-/** With the admin bearer token (R11). */
+/** With the admin bearer token (docs/rules.md R11). */
 function withToken(method: 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE', url: string, body?: unknown, token = ADMIN_TOKEN) {
   return t.app.inject({
     method,
@@ -53,7 +53,7 @@ async function changesOf(entity: string, entityId: string | null) {
 
 const changeCount = async () => Number((await t.db.query<{ n: bigint }>('SELECT count(*) AS n FROM admin_changes')).rows[0]?.n);
 
-describe('admin authentication (R11)', () => {
+describe('admin authentication (docs/rules.md R11)', () => {
   it('accepts the bearer token and signed keys with permissions.admin', async () => {
     expectStatus(await withToken('GET', '/admin/fee-rules'), 200);
     expectStatus(await signed('GET', '/admin/fee-rules', undefined, 'admin-tool'), 200);
@@ -182,7 +182,7 @@ describe('/admin/fee-rules', () => {
 });
 
 describe('/admin/routes', () => {
-  it('creates, changes and deactivates a route, amounts out as strings (R20)', async () => {
+  it('creates, changes and deactivates a route, amounts out as strings (docs/rules.md R20)', async () => {
     const created = expectStatus(await withToken('POST', '/admin/routes', { operationType: 'QP_TOPUP', minAmount: 1_000_000, channel: 'SERVICE_TRANSFER', priority: 5, active: false }), 201);
     expect(created).toEqual({
       id: expect.any(Number),
@@ -243,7 +243,7 @@ describe('/admin/routes', () => {
 });
 
 describe('/admin/limit-rules', () => {
-  it('creates with window, limitType and an integer limit; the limit comes out as a string (R21)', async () => {
+  it('creates with window, limitType and an integer limit; the limit comes out as a string (docs/rules.md R21)', async () => {
     const created = expectStatus(
       await signed('POST', '/admin/limit-rules', { name: 'monthly credits', direction: 'CREDIT', window: 'MONTHLY', limitType: 'COUNT', limit: 100, active: false }),
       201,

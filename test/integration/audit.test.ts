@@ -266,7 +266,7 @@ describe('the real PSP worker and outbox leave trails and money the audit accept
   it('every simulator outcome, then both resolutions of MANUAL_REVIEW, checked between the steps', async () => {
     const { psp, outbox } = workers();
     try {
-      // ids.pspx (receiver …5678) settles here too. One at a time: one payer (R22).
+      // ids.pspx (receiver …5678) settles here too. One at a time: one payer (docs/rules.md R22).
       const outcomes: string[] = [];
       for (const receiver of ['0812341234', '0812349999', '0812349997', '0812349998', '0812359998']) outcomes.push(await payout(t, PSPX_USER, receiver, 1_000));
       await expectClean();

@@ -310,7 +310,7 @@ describe('signature schemes', () => {
     expect(sent?.headers['content-digest']).toMatch(/^sha-256=:[A-Za-z0-9+/]{43}=:$/);
   });
 
-  it("signs with the specification's X-Signature when asked, and the service still accepts it", async () => {
+  it("signs with the older X-Signature when asked, and the service still accepts it", async () => {
     const { stub, calls } = recordingFetch();
     const client = clientFor('wallet-api', { fetch: stub, signatureScheme: 'x-signature' });
     expect(await client.accounts.balance('system.revenue.THB')).toMatchObject({ accountName: 'system.revenue.THB' });

@@ -20,7 +20,7 @@ afterAll(async () => t?.close());
 
 const get = (url: string, headers: Record<string, string> = {}) => t.app.inject({ method: 'GET', url, headers });
 
-describe('GET /console and its files (unsigned, R37)', () => {
+describe('GET /console and its files (unsigned, docs/rules.md R37)', () => {
   it('serves the page without a signature, with a CSP that allows only this origin and the hashed import map', async () => {
     const res = await get('/console');
     expect(res.statusCode).toBe(200);

@@ -143,7 +143,7 @@ function expectCleanAnswers(outcomes: readonly Outcome[]): void {
   for (const o of outcomes) {
     expect(o.elapsedMs, `${o.key} took ${o.elapsedMs} ms`).toBeLessThan(ANSWER_MS_MAX);
     if (o.status >= 500) {
-      // The standard body (spec, Errors): a code and a message, nothing else leaking.
+      // The standard body (docs/rules.md, Error bodies): a code and a message, nothing else leaking.
       expect([500, 503]).toContain(o.status);
       expect(Object.keys(o.body).sort()).toEqual(['error', 'message']);
       expect(['INTERNAL_ERROR', 'SERVICE_UNAVAILABLE']).toContain(o.body.error);

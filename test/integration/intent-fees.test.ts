@@ -54,7 +54,7 @@ describe('fees on settled intents', () => {
     });
   });
 
-  it('floors each split before summing per account (R31): 10.6 + 10.6 → 20', async () => {
+  it('floors each split before summing per account (docs/rules.md R31): 10.6 + 10.6 → 20', async () => {
     const res = await p2p(1_000, { tags: ['vip'] });
     expect(res.json()).toMatchObject({ preFeeAmount: '120', postFeeAmount: '15' });
   });

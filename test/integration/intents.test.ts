@@ -385,7 +385,7 @@ describe('idempotency', () => {
   });
 });
 
-describe('per-payer lock (R22)', () => {
+describe('per-payer lock (docs/rules.md R22)', () => {
   it('a second payment of one payer while the first runs gets 409 TRANSACTION_IN_PROGRESS, never a 5xx', async () => {
     await topUp(t, 2, 50_000);
     const answers = await Promise.all(

@@ -34,7 +34,7 @@ function recording(inner: Broker) {
 const quiet: Logger = { info: () => {}, warn: () => {}, error: () => {}, child: () => quiet };
 
 /**
- * User ids of this file only. The payer lock (R22) is a PostgreSQL advisory lock, which is
+ * User ids of this file only. The payer lock (docs/rules.md R22) is a PostgreSQL advisory lock, which is
  * database-wide: test files that share a server in separate schemas would trip over each
  * other's payers if they used the same ids.
  */
@@ -146,7 +146,7 @@ const SETTLED_TRAIL = [
 const delta = (after: Record<string, string>, before: Record<string, string>, name: string) => BigInt(after[name] ?? '0') - BigInt(before[name] ?? '0');
 
 describe('issue (POST /intents, INVOICE_PAYMENT)', () => {
-  it('stays CREATED with expiresAt, an R16 qrSignature, no payer, no fees and no money moved', async () => {
+  it('stays CREATED with expiresAt, a qrSignature (docs/rules.md R16), no payer, no fees and no money moved', async () => {
     const before = await balances(t, [MERCHANT_ACCOUNT, TRANSIT]);
     const res = await issue(12_345);
     expect(res.statusCode, res.body).toBe(201);
@@ -301,7 +301,7 @@ describe('confirm (POST /intents/{id}/confirm)', () => {
       }
     });
 
-    it('400 BAD_REQUEST for an intent that is no invoice (R30), which stays as it was', async () => {
+    it('400 BAD_REQUEST for an intent that is no invoice (docs/rules.md R30), which stays as it was', async () => {
       const p2p = await t.call('POST', '/intents', { user: U1, body: { idempotencyKey: randomUUID(), operationType: 'P2P_TRANSFER', amount: 10, recipientUserId: U3 } });
       const p2pId = p2p.json().intentId as string;
       const afterP2p = await balances(t, [wallet(U1), wallet(U3), MERCHANT_ACCOUNT]);
@@ -346,7 +346,7 @@ describe('confirm (POST /intents/{id}/confirm)', () => {
       ['X-User-Id missing', { user: null }],
       ['X-User-Id not an integer', { user: 'abc' }],
       ['If-Match not an integer', { ifMatch: 'v1' }],
-    ])('400 VALIDATION_ERROR for %s (R6, R29)', async (_name, options) => {
+    ])('400 VALIDATION_ERROR for %s (docs/rules.md R6, R29)', async (_name, options) => {
       const { body, ...rest } = options as ConfirmOptions & { body?: unknown };
       const res =
         body === null
@@ -374,7 +374,7 @@ describe('confirm (POST /intents/{id}/confirm)', () => {
     expect((await confirm(intentId)).json()).toEqual({ error: 'EXPIRED' });
   });
 
-  it('R27: a payer without the funds gets 200 FAILED, version + 1, and nothing moves', async () => {
+  it('docs/rules.md R27: a payer without the funds gets 200 FAILED, version + 1, and nothing moves', async () => {
     const intentId = await issued(5_000);
     const names = [wallet(U4), MERCHANT_ACCOUNT, REVENUE, TRANSIT];
     const before = await balances(t, names);
@@ -396,7 +396,7 @@ describe('confirm (POST /intents/{id}/confirm)', () => {
     expect(other.json()).toEqual({ error: 'ALREADY_PROCESSED', status: 'FAILED' });
   });
 
-  it('R27: a limit that blocks the payer gets 200 FAILED with the rule as the reason', async () => {
+  it('docs/rules.md R27: a limit that blocks the payer gets 200 FAILED with the rule as the reason', async () => {
     await t.db.query(
       `INSERT INTO limit_rules (name, operation_type, direction, time_window, limit_type, limit_value, currency)
        VALUES ('invoice per payment', 'INVOICE_PAYMENT', 'DEBIT', 'PER_TRANSACTION', 'AMOUNT', 50000, 'THB')`,
@@ -502,7 +502,7 @@ describe('cancel (POST /intents/{id}/cancel)', () => {
     expect(await stored(intentId)).toMatchObject({ status: 'CREATED' });
   });
 
-  it('400 VALIDATION_ERROR without a usable X-User-Id (R29)', async () => {
+  it('400 VALIDATION_ERROR without a usable X-User-Id (docs/rules.md R29)', async () => {
     const intentId = await issued(900);
     for (const user of [null, 'abc', '-1']) {
       const res = await cancel(intentId, { user });
@@ -517,7 +517,7 @@ describe('cancel (POST /intents/{id}/cancel)', () => {
     ['a reason of 51 characters', { reason: 'r'.repeat(51) }],
     ['a reason that is no string', { reason: 5 }],
     ['an unknown field', { reason: 'x', why: 'y' }],
-  ])('422 VALIDATION_ERROR for %s (R29)', async (_name, body) => {
+  ])('422 VALIDATION_ERROR for %s (docs/rules.md R29)', async (_name, body) => {
     const intentId = await issued(900);
     const res = await cancel(intentId, { body });
     expect(res.statusCode).toBe(422);
@@ -627,7 +627,7 @@ describe('live status messages of confirm, cancel and expiry', () => {
   });
 });
 
-describe('races (R26)', () => {
+describe('races (docs/rules.md R26)', () => {
   it('30 concurrent confirms with different keys: one SETTLED, one ledger movement, 29 × 409 ALREADY_PROCESSED', async () => {
     const amount = 2_000;
     const intentId = await issued(amount);

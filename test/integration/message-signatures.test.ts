@@ -16,7 +16,7 @@ import { expectLedgerInvariants } from '../support/invariants.js';
 import { balance, createUser, topUp } from '../support/payments.js';
 
 /**
- * HTTP Message Signatures (RFC 9421) beside the spec's X-Signature: the signature binds the
+ * HTTP Message Signatures (RFC 9421) beside the older X-Signature (docs/rules.md R1): the signature binds the
  * acting user, so a captured request cannot be re-sent for someone else; nonces and signed admin
  * writes cannot be replayed (docs/SECURITY.md §2 and §3).
  */
@@ -78,7 +78,7 @@ describe('a captured request re-sent with another X-User-Id', () => {
     await expectLedgerInvariants(t.db);
   });
 
-  it('charges the other user when legacy-signed, as the spec allows: hence requireMessageSignatures', async () => {
+  it('charges the other user when legacy-signed, as X-Signature allows: hence requireMessageSignatures', async () => {
     const body = p2p(700);
     const captured = signedHeaders('wallet-api', secretOf('wallet-api'), 'POST', '/intents', body, { userId: PAYER });
     const before = await balance(t, `user.${VICTIM}.THB`);

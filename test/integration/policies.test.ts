@@ -91,7 +91,7 @@ async function settledDebit(options: {
 }
 
 describe('POST /policies/evaluate: decisions', () => {
-  it('answers NONE / no_match / 0 when nothing matches (R3, R4)', async () => {
+  it('answers NONE / no_match / 0 when nothing matches (docs/rules.md R3, R4)', async () => {
     await addPolicy({ condition: { amount_gte: 1000 } });
     expect(await evaluate()).toEqual({
       required: 'NONE',
@@ -224,7 +224,7 @@ describe('POST /policies/evaluate: priority and scopes', () => {
 });
 
 describe('POST /policies/evaluate: context figures', () => {
-  it('dailyCumulative counts settled debits since 00:00 UTC today, per currency, without the request amount (R33)', async () => {
+  it('dailyCumulative counts settled debits since 00:00 UTC today, per currency, without the request amount (docs/rules.md R33)', async () => {
     const userId = 501;
     await settledDebit({ userId, amount: 5000, offsetS: -1 }); // 23:59:59 yesterday
     await settledDebit({ userId, amount: 3000, offsetS: 0 }); // 00:00:00 today
@@ -274,7 +274,7 @@ describe('POST /policies/evaluate: context figures', () => {
     expect(answers.map((answer) => answer.context)).toEqual(asked.map((request) => request.expected));
   });
 
-  it('without merchantId isNewPayee is false: new_payee true never matches, new_payee false does (R33)', async () => {
+  it('without merchantId isNewPayee is false: new_payee true never matches, new_payee false does (docs/rules.md R33)', async () => {
     await addPolicy({ condition: { new_payee: true }, reason: 'new', priority: 1 });
     expect(await evaluate({ userId: 603 })).toMatchObject({ reasonCode: 'no_match', context: { isNewPayee: false } });
     await addPolicy({ condition: { new_payee: false }, reason: 'known', priority: 2 });

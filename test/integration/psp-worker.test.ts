@@ -196,7 +196,7 @@ describe('PSP worker and outbox over HTTP against the simulator', () => {
     // The reservation is still held while an operator decides.
     expect((await snapshot()).transit - before.transit).toBe(0n);
 
-    // The admin bearer token (R11), unsigned.
+    // The admin bearer token (docs/rules.md R11), unsigned.
     const resolved = await t.app.inject({
       method: 'POST',
       url: `/admin/intents/${id}/resolve`,
@@ -268,7 +268,7 @@ describe('PSP worker and outbox over HTTP against the simulator', () => {
   it('two workers running at once never drive one intent together: one confirm each, one trail each', async () => {
     const other = createPspWorker({ db: t.db, pspx: client, log, settings: testPspSettings });
     const ids: string[] = [];
-    // One after the other: R22 refuses a second payment of one payer while the first is being created.
+    // One after the other: docs/rules.md R22 refuses a second payment of one payer while the first is being created.
     for (let n = 0; n < 6; n += 1) ids.push(await payout(t, 601, `08123450${n}0`, 1000 + n));
     sim().setDelayMs(20);
     try {
@@ -284,7 +284,7 @@ describe('PSP worker and outbox over HTTP against the simulator', () => {
     }
   });
 
-  it('a reservation that expired before the outbox posted it ends FAILED pending_expired (R23)', async () => {
+  it('a reservation that expired before the outbox posted it ends FAILED pending_expired (docs/rules.md R23)', async () => {
     const before = await snapshot();
     const id = await payout(t, 601, '0812344444', 1200);
     while ((await psp.runOnce()) > 0);
@@ -339,7 +339,7 @@ describe('POST /admin/intents/{id}/resolve errors', () => {
     expect((await intentOf(t, id)).status).toBe('SETTLED');
   });
 
-  it('200 with previousStatus and no side effect on SETTLED and FAILED intents (any service’s intent, R35)', async () => {
+  it('200 with previousStatus and no side effect on SETTLED and FAILED intents (any service’s intent, docs/rules.md R35)', async () => {
     const settled = await payout(t, 601, '0812346666', 800);
     const failed = await payout(t, 601, '0812369999', 800);
     await drain(psp, outbox);

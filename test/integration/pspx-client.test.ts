@@ -29,7 +29,7 @@ const inquired = async (account: string, amount: bigint) => {
   return { intentId, inquiryRef: inquiry.inquiryRef };
 };
 
-describe('PSPX outcomes by receiver account (DECISIONS §3)', () => {
+describe('PSPX outcomes by receiver account (docs/rules.md, Simulator outcomes)', () => {
   it('any other account: inquiry and confirm succeed, settlementDate is today in Bangkok, the partner balance drops once', async () => {
     const before = await balance();
     const { intentId, inquiryRef } = await inquired('0812345678', 12_345n);

@@ -272,13 +272,13 @@ describe('hostile path parameters and account names are data', () => {
       const name = encodeURIComponent(payload);
       for (const path of [`/accounts/${name}/balance`, `/accounts/${name}/transactions`, `/intents/${name}`, `/intents/${name}/events`, `/admin/intents/${name}`]) {
         const res = await t.call('GET', path, { service: path.startsWith('/admin') ? 'admin-tool' : 'wallet-api' });
-        // The history of an unknown name is an empty list (spec), everything else a 4xx.
+        // The history of an unknown name is an empty list (docs/rules.md R34), everything else a 4xx.
         if (path.endsWith('/transactions') && res.statusCode === 200) expect(res.json().transactions).toEqual([]);
         else expect([400, 404, 422], `${path}: ${res.body}`).toContain(res.statusCode);
         expect(res.body).not.toMatch(/root:x:0|"secrets"|ledger_account_id/);
       }
     }
-    // A transactions read of a payload is an empty list (spec: unresolved name), never someone's rows.
+    // A transactions read of a payload is an empty list (an unresolved name, docs/rules.md R34), never someone's rows.
     const listing = await t.call('GET', `/accounts/${encodeURIComponent("' OR '1'='1")}/transactions`);
     expect(listing.statusCode === 200 ? listing.json().transactions : []).toEqual([]);
     expect(await counts()).toEqual(before);

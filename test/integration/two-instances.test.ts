@@ -268,7 +268,7 @@ describe(`two instances on one database (${asProcesses ? 'two processes, Postgre
     }
     for (const answers of results) {
       for (const res of answers) {
-        // R14/R22: a duplicate replays (200) or is a conflict; a busy payer is 409; never a 5xx.
+        // docs/rules.md R14, R22: a duplicate replays (200) or is a conflict; a busy payer is 409; never a 5xx.
         expect([200, 201, 409], JSON.stringify(res.body)).toContain(res.status);
         if (res.status === 409) expect(['TRANSACTION_IN_PROGRESS', 'CONFLICT']).toContain(res.body.error);
       }

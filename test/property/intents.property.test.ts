@@ -12,7 +12,7 @@ import { createMerchant, createUser, topUp } from '../support/payments.js';
  * Random sequences of HTTP operations (payments among a few users with overdrafts, top-ups,
  * withdrawals with their fee, replays and changed replays of earlier keys, invoices issued,
  * confirmed and canceled), run in small concurrent groups. After each sequence: no 5xx, every
- * answer one the specification allows for that operation, each account moved by exactly what the
+ * answer one the interface allows for that operation, each account moved by exactly what the
  * successful answers say, and the invariant audit clean.
  */
 
@@ -132,7 +132,7 @@ async function newIntent(run: Run, userId: number, body: Record<string, unknown>
 }
 
 /**
- * R14: a stored intent answers an honest replay with itself (200) and a changed one with 409.
+ * docs/rules.md R14: a stored intent answers an honest replay with itself (200) and a changed one with 409.
  * A request that was refused stored nothing, so its key is free and the replay is a new request
  * (which a concurrent replay of the same key may have just stored: then 200 or 409 too).
  */

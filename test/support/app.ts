@@ -43,7 +43,7 @@ export interface CallOptions {
   readonly rawBody?: string;
   readonly headers?: Record<string, string>;
   readonly nowS?: number;
-  /** The spec's X-Signature by default; 'message' signs with an HTTP Message Signature (docs/SECURITY.md §2). */
+  /** The older X-Signature (docs/rules.md R1) by default; 'message' signs with an HTTP Message Signature (docs/SECURITY.md §2). */
   readonly scheme?: 'x-signature' | 'message';
 }
 

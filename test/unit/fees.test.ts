@@ -73,7 +73,7 @@ describe('calculateFees', () => {
     expect(result.splits).toEqual([{ account: 'system.revenue.THB', amount: 15n }]);
   });
 
-  it('floors each split before summing (R31): 10.6 + 10.6 on one account is 20', () => {
+  it('floors each split before summing (docs/rules.md R31): 10.6 + 10.6 on one account is 20', () => {
     const rules = [rule({ expression: revenue('10.6') }), rule({ expression: revenue('10.6') })];
     const result = engine.calculateFees(rules, context());
     expect(result.preFee).toBe(20n);

@@ -7,7 +7,7 @@ const vectors = JSON.parse(readFileSync(new URL('../vectors.json', import.meta.u
   qrSignatures: Array<{ secret: string; input: string; qrSignature: string }>;
 };
 
-/** The input line of R16 taken apart again, so the vector drives the function's own arguments. */
+/** The input line of docs/rules.md R16 taken apart again, so the vector drives the function's own arguments. */
 function parts(input: string) {
   const [intentId, amount, currency, toAccountName, expiresAt] = input.split('|');
   if (intentId === undefined || amount === undefined || currency === undefined || toAccountName === undefined || expiresAt === undefined) {
@@ -16,7 +16,7 @@ function parts(input: string) {
   return { intentId, amount: BigInt(amount), currency, toAccountName, expiresAt: new Date(expiresAt) };
 }
 
-describe('invoice qrSignature (R16)', () => {
+describe('invoice qrSignature (docs/rules.md R16)', () => {
   it.each(vectors.qrSignatures)('matches the independent vector $qrSignature', (v) => {
     const p = parts(v.input);
     const signature = qrSignature(v.secret, p.intentId, p.amount, p.currency, p.toAccountName, p.expiresAt);

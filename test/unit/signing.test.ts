@@ -6,7 +6,7 @@ const vectors = JSON.parse(readFileSync(new URL('../vectors.json', import.meta.u
   requestSignatures: Array<{ secret: string; timestamp: number; method: string; path: string; rawBody: string; signingString: string; signature: string }>;
 };
 
-describe('request signature (R1) against the independent vectors', () => {
+describe('request signature (docs/rules.md R1) against the independent vectors', () => {
   it.each(vectors.requestSignatures)('$method $path', (v) => {
     expect(signingString(v.timestamp, v.method, v.path, v.rawBody)).toBe(v.signingString);
     expect(signRequest(v.secret, v.timestamp, v.method, v.path, v.rawBody)).toBe(v.signature);

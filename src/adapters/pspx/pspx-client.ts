@@ -85,7 +85,7 @@ export interface PspxClient {
   /** Idempotent on `idempotencyKey`: a repeated call names the wallet of the first. */
   registerWallet(idempotencyKey: string, customer: WalletCustomer): Promise<RegisterWalletResult>;
   inquiry(intentId: string, amount: bigint, receiver: Receiver): Promise<InquiryResult>;
-  /** Sent once: an unknown answer is resolved with statusInquiry, never by sending it again (DECISIONS §3). */
+  /** Sent once: an unknown answer is resolved with statusInquiry, never by sending it again (docs/rules.md, One confirm). */
   confirm(intentId: string, inquiryRef: string): Promise<ConfirmResult>;
   statusInquiry(intentId: string): Promise<StatusResult>;
   partnerBalance(): Promise<BalanceResult>;

@@ -5,7 +5,7 @@ import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 /**
  * A PSPX provider that speaks the wire contract of pspx-client.ts over real HTTP, so that the
  * service always runs its production client. The receiver account's last four digits choose the
- * outcome (DECISIONS §3):
+ * outcome (docs/rules.md, Simulator outcomes):
  *   9999 inquiry rejects · 9998 confirm times out, every status inquiry answers pending ·
  *   9997 confirm times out, the first status inquiry completes · else everything succeeds.
  * "Times out" is real: the confirm answer is held for `confirmHoldMs`, longer than the client waits.

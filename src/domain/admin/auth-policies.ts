@@ -3,7 +3,7 @@ import { STEP_UP_LEVELS } from '../model.js';
 import { type AdminEntity, read } from './admin-entity.js';
 import { ActiveField, inputSchemas, priorityField, RecordId, Timestamp } from './record-schema.js';
 
-/** Known keys are type-checked; other keys are stored and ignored by evaluation (spec). */
+/** Known keys are type-checked; other keys are stored and ignored by evaluation (docs/rules.md, Step-up policies). */
 const Condition = Type.Object(
   {
     amount_lt: Type.Optional(Type.Number()),

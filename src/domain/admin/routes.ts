@@ -19,7 +19,7 @@ const routeFields = {
 export const RouteInputs = inputSchemas(routeFields, ['operationType', 'channel']);
 export type RouteInput = Static<typeof RouteInputs.create>;
 
-/** The active route of lowest priority whose [minAmount, maxAmount] holds the amount wins (docs/rules.md, Routing). */
+/** The active route of lowest priority whose [minAmount, maxAmount] holds the amount wins (docs/rules.md R20). */
 export const Route = Type.Object({
   id: RecordId,
   ...routeFields,

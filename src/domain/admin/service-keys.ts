@@ -20,7 +20,7 @@ export const Permissions = Type.Object(
     fromAccountOverride: Type.Optional(AccountOverride),
     toAccountOverride: Type.Optional(AccountOverride),
     accountEntityTypes: Type.Optional(Type.Array(Type.Enum(ENTITY_TYPES))),
-    /** Refuse the specification's X-Signature for this key: only RFC 9421 message signatures verify. */
+    /** Refuse the older X-Signature (docs/rules.md R1) for this key: only RFC 9421 message signatures verify. */
     requireMessageSignatures: Type.Optional(Type.Boolean()),
     /** A token bucket per service id: `requestsPerSecond` refill, `burst` capacity. Absent: no limit. */
     rateLimit: Type.Optional(
@@ -52,7 +52,7 @@ export const ServiceKeyInputs = {
 export type ServiceKeyInput = Static<typeof ServiceKeyInputs.create>;
 export type ServiceKeyPatch = Static<typeof ServiceKeyInputs.patch>;
 
-/** The key record only: secrets live in CONFIG_FILE and memory, never here (spec rule 3). */
+/** The key record only: secrets live in CONFIG_FILE and memory, never here (docs/rules.md, Key records). */
 export const ServiceKey = Type.Object({
   serviceId: Type.String(),
   active: Type.Boolean(),

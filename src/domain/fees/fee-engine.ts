@@ -19,7 +19,7 @@ export type FeeResult = {
   readonly preFee: bigint;
   /** Taken from the receiver: the receiver gets amount - postFee. */
   readonly postFee: bigint;
-  /** One entry per account (the quote's breakdown, R31). */
+  /** One entry per account (the quote's breakdown, docs/rules.md R31). */
   readonly preSplits: FeeSplit[];
   readonly postSplits: FeeSplit[];
   /** PRE and POST together, summed per account. */

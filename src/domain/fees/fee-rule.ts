@@ -1,4 +1,4 @@
-/** A fee rule as stored (spec "Fee rule"); createdAt is left to the persistence layer. */
+/** A fee rule as stored (docs/rules.md, Fee rules); createdAt is left to the persistence layer. */
 export const FEE_TIMINGS = ['PRE', 'POST'] as const;
 export type FeeTiming = (typeof FEE_TIMINGS)[number];
 
@@ -27,7 +27,7 @@ export function metadataTags(metadata: Readonly<Record<string, unknown>>): Reado
 }
 
 /**
- * Whether a rule takes part in a calculation. `fee_exempt` has no meaning here (R31): the
+ * Whether a rule takes part in a calculation. `fee_exempt` has no meaning here (docs/rules.md R31): the
  * shipped rules list it in tagsExclude like any other tag.
  */
 export function ruleApplies(rule: FeeRule, timing: FeeTiming, operationType: string, tags: ReadonlySet<string>): boolean {

@@ -3,7 +3,7 @@ import type { RawFeeSplit } from './sandbox.js';
 export type FeeSplit = { readonly account: string; readonly amount: bigint };
 
 /**
- * Floors each split FIRST, then sums splits of one account (R31): two splits of 10.6 on one
+ * Floors each split FIRST, then sums splits of one account (docs/rules.md R31): two splits of 10.6 on one
  * account make 20, not 21. Accounts keep the order of their first appearance; accounts whose
  * sum is zero are dropped, since a zero split moves no money.
  */

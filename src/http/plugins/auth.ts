@@ -15,7 +15,7 @@ import { createMemoryTokenBuckets } from '../../adapters/token-buckets.js';
 
 /**
  * none: public (health, docs). service: a signed request from an active key.
- * admin: a signed request from a key with `admin`, or the admin bearer token (R11).
+ * admin: a signed request from a key with `admin`, or the admin bearer token (docs/rules.md R11).
  * resolve: as admin, but `forceResolve` also qualifies.
  */
 export type AuthMode = 'none' | 'service' | 'admin' | 'resolve';
@@ -169,7 +169,7 @@ async function serviceKeyOf(serviceId: string, deps: Required<AuthDeps>): Promis
   // moment ago, by any instance or by hand, is refused on the very next call.
   const snapshot = await deps.config.fresh();
   const key = snapshot.serviceKeys.get(serviceId);
-  // R3: a secret without a key record fails the permission step.
+  // A secret without a key record fails the permission step (docs/rules.md, Key records).
   if (key === undefined) throw apiError('FORBIDDEN', `service ${serviceId} has no service key record`);
   return { key, snapshot };
 }

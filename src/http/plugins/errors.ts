@@ -3,9 +3,9 @@ import { ApiError, ERROR_STATUS, type ErrorBody } from '../../domain/errors.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    /** Schema errors answer 422 by default; confirm answers 400 (R6). */
+    /** Schema errors answer 422 by default; confirm answers 400 (docs/rules.md R6). */
     validationStatus?: 400 | 422;
-    /** The quote endpoint lists validation issues under `details` (spec, quote 422 body). */
+    /** The quote endpoint lists validation issues under `details` (docs/rules.md, Error bodies). */
     validationDetails?: boolean;
   }
 }

@@ -112,7 +112,7 @@ const asset = {
 };
 
 /**
- * GET /console and its files: unsigned static assets (R37); everything the page shows comes from
+ * GET /console and its files: unsigned static assets (docs/rules.md R37); everything the page shows comes from
  * the admin API with the admin token, which the operator enters in the page. Also registers that
  * API's one console-only route, GET /admin/accounts/{name}. The files are read once at start: a
  * missing one stops the start instead of breaking the page later.
@@ -132,7 +132,7 @@ export async function consoleRoutes(app: App, deps: { readonly db: Database; rea
 
   app.get(
     '/console',
-    { config: { auth: 'none' }, schema: { tags: ['console'], summary: 'The operator console (HTML; no signature, R37)', security: [], response: { 200: html } } },
+    { config: { auth: 'none' }, schema: { tags: ['console'], summary: 'The operator console (HTML; no signature)', security: [], response: { 200: html } } },
     async (_request, reply) => send(reply, index),
   );
   app.get(

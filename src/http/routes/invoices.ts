@@ -9,7 +9,7 @@ import { requireUserId } from '../plugins/auth.js';
 import { Money, responses, Uuid } from '../schemas.js';
 
 /**
- * R29: on confirm and cancel a missing or malformed X-User-Id is 400 VALIDATION_ERROR, while the
+ * On confirm and cancel (docs/rules.md R29) a missing or malformed X-User-Id is 400 VALIDATION_ERROR, while the
  * catalogue's VALIDATION_ERROR is 422 everywhere else; the only such pairing, so it lives here.
  */
 class HeaderValidationError extends ApiError {

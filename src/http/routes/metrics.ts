@@ -9,7 +9,7 @@ import { ErrorResponse } from '../schemas.js';
 
 export interface MetricsRouteDeps {
   readonly metrics: Metrics;
-  /** METRICS_TOKEN: when set, scrapes need `Authorization: Bearer <token>` (R37). */
+  /** METRICS_TOKEN: when set, scrapes need `Authorization: Bearer <token>` (docs/rules.md R37). */
   readonly token: string | undefined;
 }
 
@@ -93,7 +93,7 @@ function observeIntentOutcome(metrics: Metrics, request: FastifyRequest, reply: 
       return;
     }
     case '/intents/:id/confirm':
-      // R30: only invoices can be confirmed or canceled; a replayed confirm was counted the first time.
+      // Only invoices can be confirmed or canceled (docs/rules.md R30); a replayed confirm was counted the first time.
       if (reply.statusCode === 200 && answer.replayed === false && channel !== null && isFinal(answer.status)) {
         metrics.intentFinished('INVOICE_PAYMENT', channel, answer.status);
       }

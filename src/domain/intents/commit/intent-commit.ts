@@ -20,9 +20,9 @@ import { PAYER_LOCK_CLASS, RECIPIENT_LIMIT_LOCK_CLASS } from '../create/payer-lo
  */
 
 export interface Guard {
-  /** The payer whose advisory lock (R22) this transaction takes; null: none. */
+  /** The payer whose advisory lock (docs/rules.md R22) this transaction takes; null: none. */
   readonly payerUserId: number | null;
-  /** R21 comparisons, evaluated under that lock in this order. */
+  /** docs/rules.md R21 comparisons, evaluated under that lock in this order. */
   readonly checks: readonly LimitCheck[];
 }
 

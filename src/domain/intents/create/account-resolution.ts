@@ -22,7 +22,7 @@ export interface ResolvedAccounts {
 
 const metadataUserId = (request: IntentRequest, key: string) => request.metadata[key] as number;
 
-/** The spec's operation table: default account names, before overrides. */
+/** The operation table (docs/rules.md): default account names, before overrides. */
 function defaultNames(request: IntentRequest, actor: number): { from: string | null; to: string | null } {
   const cur = request.currency;
   const pspxNostro = `system.nostro.pspx.${cur}`;

@@ -143,7 +143,7 @@ function fingerprintOf(request: IntentRequest, actor: number): string {
   return createHash('sha256').update(requestFingerprint(request, actor)).digest('hex');
 }
 
-/** R14: the same key for a different payment is a conflict, never a second payment. */
+/** docs/rules.md R14: the same key for a different payment is a conflict, never a second payment. */
 function replayOf(existing: Intent, fingerprint: string): IntentAnswer {
   if (existing.requestFingerprint !== fingerprint) {
     throw apiError('CONFLICT', 'idempotency key reused with different parameters');
@@ -166,7 +166,7 @@ function checkInvoiceTtl(deps: IntentDeps, request: IntentRequest): void {
   }
 }
 
-/** R16: HMAC-SHA256 of `intentId|amount|currency|toAccountName|expiresAt` truncated to 16 bytes. */
+/** docs/rules.md R16: HMAC-SHA256 of `intentId|amount|currency|toAccountName|expiresAt` truncated to 16 bytes. */
 export function qrSignature(secret: string, intentId: string, amount: bigint, currency: string, toAccountName: string, expiresAt: Date): Buffer {
   return createHmac('sha256', secret)
     .update(`${intentId}|${amount}|${currency}|${toAccountName}|${expiresAt.toISOString()}`)

@@ -10,7 +10,7 @@ const PositiveAmount = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEG
 const AccountNameField = Type.String({ minLength: 1, maxLength: 100 });
 const Metadata = Type.Record(Type.String(), Type.Unknown(), { description: 'default {}' });
 
-/** POST /intents (the spec's BaseIntentBody): the schema of the route, of the client's request type and of the domain's. */
+/** POST /intents (BaseIntentBody, docs/rules.md, Operation table): the schema of the route, of the client's request type and of the domain's. */
 export const IntentBody = Type.Object(
   {
     idempotencyKey: UuidV4,
@@ -58,7 +58,7 @@ export const intentRequest = (input: IntentInput): IntentRequest => withBodyDefa
 
 export type BodyField = 'recipientUserId' | 'toLedgerAccountId' | 'externalRef' | 'fromAccountName' | 'toAccountName';
 
-/** Body rules of the spec's operation-type table: fields each type requires or forbids. */
+/** Body rules of the operation table (docs/rules.md): fields each type requires or forbids. */
 interface BodyRule {
   readonly required: readonly BodyField[];
   readonly forbidden: readonly BodyField[];
@@ -80,7 +80,7 @@ export const BODY_RULES: Readonly<Record<OperationType, BodyRule>> = {
   NFC_CHARGE: { required: ['fromAccountName', 'toAccountName'], forbidden: ['recipientUserId', 'toLedgerAccountId', 'externalRef'] },
 };
 
-/** Why a body breaks the operation's rules, or null. Each answer is a 400 BAD_REQUEST (R28). */
+/** Why a body breaks the operation's rules, or null. Each answer is a 400 BAD_REQUEST (docs/rules.md R28). */
 export function bodyRuleViolation(request: IntentRequest): string | null {
   const rule = BODY_RULES[request.operationType];
   const present = (field: BodyField) => request[field] !== undefined;
@@ -140,7 +140,7 @@ function invoiceMetadataViolation(m: Readonly<Record<string, unknown>>): string 
   return null;
 }
 
-/** R14: what decides whether a reused idempotency key asks for the same payment. */
+/** docs/rules.md R14: what decides whether a reused idempotency key asks for the same payment. */
 export function requestFingerprint(request: IntentRequest, actorUserId: number): string {
   const m = request.metadata;
   return JSON.stringify([

@@ -7,7 +7,7 @@ export const PAYER_LOCK_CLASS = 7_310_002;
 export const RECIPIENT_LIMIT_LOCK_CLASS = 7_310_003;
 
 /**
- * R22: one payment at a time per payer. Within this process a set answers at once (PGlite runs
+ * One payment at a time per payer (docs/rules.md R22). Within this process a set answers at once (PGlite runs
  * one transaction at a time, so a database lock alone would make the second caller wait instead
  * of refusing); across instances a transaction-scoped advisory lock does the same on PostgreSQL.
  */
@@ -47,7 +47,7 @@ export class PayerLocks {
 const transactionInProgress = (payerUserId: number) =>
   apiError('TRANSACTION_IN_PROGRESS', `a payment is already running for user ${payerUserId}`);
 
-/** The cross-instance half of R22, inside the payment's own transaction. */
+/** The cross-instance half of docs/rules.md R22, inside the payment's own transaction. */
 export async function lockPayerInTransaction(tx: Sql, payerUserId: number | null): Promise<void> {
   if (payerUserId === null) return;
   // Advisory locks are per database, not per schema: the schema is part of the key, so that

@@ -27,7 +27,7 @@ export async function cancelInvoice(deps: { readonly db: Database; readonly publ
     throw apiError('UNAUTHORIZED_ACTOR', `user ${input.actor} did not issue invoice ${invoice.id}`, { bare: true });
   }
   const canceled = await deps.db.transaction((tx) =>
-    // R26: status is the guard; confirm and the expiry sweep race on the same row and condition.
+    // docs/rules.md R26: status is the guard; confirm and the expiry sweep race on the same row and condition.
     moveIntent(tx, invoice.id, {
       from: 'CREATED',
       to: 'CANCELED',

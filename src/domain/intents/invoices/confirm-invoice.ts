@@ -35,9 +35,9 @@ export interface ConfirmAnswer {
 
 /**
  * POST /intents/{id}/confirm: the payer redeems a merchant invoice. The claim (CREATED →
- * VALIDATED, R26), the limit check, the ledger batch and the final status commit in one
+ * VALIDATED, docs/rules.md R26), the limit check, the ledger batch and the final status commit in one
  * transaction, so a crash never leaves a claimed invoice without its money or its failure.
- * Lack of funds or a limit is an answer, not an error (R27): 200 with status FAILED.
+ * Lack of funds or a limit is an answer, not an error (docs/rules.md R27): 200 with status FAILED.
  */
 export async function confirmInvoice(deps: IntentDeps, input: ConfirmInvoiceInput): Promise<ConfirmAnswer> {
   // Confirms of one invoice queue behind each other in this process, so a loser learns the
@@ -147,7 +147,7 @@ async function redeem(deps: IntentDeps, seen: Intent, r: Redemption): Promise<Re
   });
 }
 
-/** R26: the one conditional move that decides which confirm (or cancel, or the sweep) wins. */
+/** docs/rules.md R26: the one conditional move that decides which confirm (or cancel, or the sweep) wins. */
 function claim(tx: Sql, intentId: string, r: Redemption): Promise<Intent | null> {
   return moveIntent(tx, intentId, {
     from: 'CREATED',
@@ -170,7 +170,7 @@ async function lostClaim(tx: Sql, intentId: string, input: ConfirmInvoiceInput):
   throw expired();
 }
 
-/** R27: a limit that blocks the payer is the intent's failure reason, not the request's error. */
+/** docs/rules.md R27: a limit that blocks the payer is the intent's failure reason, not the request's error. */
 async function limitRefusalOf(tx: Sql, intent: Intent): Promise<string | null> {
   try {
     await enforceLimits(tx, {

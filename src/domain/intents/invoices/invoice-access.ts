@@ -10,7 +10,7 @@ export const invoiceLockKey = (intentId: string) => `#invoice/${intentId}`;
 
 /**
  * The invoice a confirm or cancel names. Another service's intent is indistinguishable from a
- * missing one (tenant isolation). Cancel errors carry no message (the spec's `{error, status?}`);
+ * missing one (tenant isolation). Cancel errors carry no message (`{error, status?}`, docs/rules.md, Error bodies);
  * confirm keeps the standard body for these two.
  */
 export async function ownInvoice(sql: Sql, serviceId: string, intentId: string, action: InvoiceAction): Promise<Intent> {

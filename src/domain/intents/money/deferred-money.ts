@@ -9,13 +9,13 @@ import { moveIntent } from '../store/intent-writer.js';
 import { type MoneyPlan, settleTransfers, voidTransfer } from './money-path.js';
 
 /**
- * The second half of R18 for an intent whose reservation was made earlier (PSPX payouts, and
+ * The second half of docs/rules.md R18 for an intent whose reservation was made earlier (PSPX payouts, and
  * whatever a worker has to finish): settle or release it, and move the intent's status with it,
  * inside the caller's transaction. Retries are safe: the transfer ids derive from the intent id,
  * so a repeated step gets `exists`, and the status guard lets only one attempt move the intent.
  */
 
-/** R23: the reason an intent gets when its reservation timed out before it could be posted. */
+/** docs/rules.md R23: the reason an intent gets when its reservation timed out before it could be posted. */
 export const PENDING_EXPIRED_REASON = 'pending_expired';
 
 /** A void that finds the reservation already gone has nothing left to release. */
@@ -61,7 +61,7 @@ export function storedPlan(intent: Intent): MoneyPlan {
 
 /**
  * Posts the reservation and pays receiver and fee accounts (one linked chain), then SETTLED with
- * history rows. A reservation that expired first ends the intent FAILED `pending_expired` (R23).
+ * history rows. A reservation that expired first ends the intent FAILED `pending_expired` (docs/rules.md R23).
  */
 export async function settleReservation(
   ledger: Ledger,

@@ -4,7 +4,7 @@ import { LEDGER_THB, TransferFlags, type TransferInput } from '../../../ledger/l
 import { OPERATION_TYPES, type OperationType } from '../../model.js';
 
 /**
- * R18, the money flow of one intent, as ledger transfers. Transfer ids derive from the intent id,
+ * docs/rules.md R18, the money flow of one intent, as ledger transfers. Transfer ids derive from the intent id,
  * so a retried step (outbox, crash recovery) names the same transfer and the ledger answers
  * `exists` instead of moving money twice.
  */

@@ -42,10 +42,11 @@ export interface ResolveDeps {
 }
 
 /**
- * POST /admin/intents/{id}/resolve. R5: only MANUAL_REVIEW is resolvable (422 WRONG_STATUS
- * otherwise), SETTLED and FAILED answer 200 without a side effect, R35: any service's intent.
- * The intent row is locked and the status change is a guarded update (R26), so two operators
- * resolving at once produce one decision; the other sees its outcome.
+ * POST /admin/intents/{id}/resolve (docs/rules.md R5, R35): only MANUAL_REVIEW is resolvable
+ * (422 WRONG_STATUS otherwise), SETTLED and FAILED answer 200 without a side effect, and any
+ * service's intent may be resolved. The intent row is locked and the status change is a guarded
+ * update (docs/rules.md R26), so two operators resolving at once produce one decision; the other sees its
+ * outcome.
  */
 export async function resolveIntent(deps: ResolveDeps, input: ResolveInput): Promise<ResolveAnswer> {
   const outcome = await deps.db.transaction(async (tx): Promise<{ answer: ResolveAnswer; changed: boolean; publishAt: Date | null }> => {

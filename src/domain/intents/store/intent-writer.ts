@@ -9,7 +9,7 @@ import { assertTrail, isAllowedPspTransition, PSP_ACTIVE_SUB_STATES, PSP_TRANSIT
  * The one writer of a stored intent's state: every change of its status or PSP sub-state after
  * creation goes through `moveIntent` / `moveIntents`, which check the move against the transition
  * tables (state-machine.ts), write the guarded update (the status, and the sub-state and lease
- * when given, are the guard: R26), the audit events and any outbox job, in the caller's
+ * when given, are the guard: docs/rules.md R26), the audit events and any outbox job, in the caller's
  * transaction. New intents are stored with their status by group commit (intent-commit.ts), the
  * other path that writes the intents table, and whose trails are checked against the same table.
  * The PSP worker's leases live here too, so that this file is the only one that updates intents
@@ -29,7 +29,7 @@ export interface IntentChanges {
   /** The move reserved money now. */
   readonly reserved?: boolean;
   readonly cancelReason?: string;
-  /** Invoices: a change a client can see in `version` (R26's If-Match). */
+  /** Invoices: a change a client can see in `version` (the If-Match of docs/rules.md, Confirm). */
   readonly bumpVersion?: boolean;
   /** A payout's last provider facts. */
   readonly psp?: { readonly inquiryRef?: string | undefined; readonly settlementDate?: string | undefined; readonly inquiries?: number | undefined };

@@ -2,10 +2,10 @@ import assert from 'node:assert/strict';
 import { INTENT_STATUSES, type IntentStatus } from '../../model.js';
 
 /**
- * The intent state machine of the specification ("States and transitions") as data, so that the
+ * The intent state machine (docs/rules.md, Transitions) as data, so that the
  * code that moves an intent and the audit that checks its trail read one table.
  *
- * SETTLING has no row on purpose: R7 reserves it (accepted wherever a status is read) but no
+ * SETTLING has no row on purpose: docs/rules.md R7 reserves it (accepted wherever a status is read) but no
  * current channel enters it, so an entry in an audit trail is a bug. A channel that starts using
  * it adds its rows here.
  */
@@ -21,7 +21,7 @@ export const ALLOWED_TRANSITIONS: readonly StatusTransition[] = [
   { from: 'CREATED', to: 'VALIDATED' },
   { from: 'VALIDATED', to: 'AUTHORIZED' },
   { from: 'AUTHORIZED', to: 'SETTLED' },
-  // R27: a confirm refused for funds or limits fails before anything is reserved.
+  // docs/rules.md R27: a confirm refused for funds or limits fails before anything is reserved.
   { from: 'VALIDATED', to: 'FAILED' },
   // Redeem refused, a void_pending job, the PSP worker, or startup reconciliation.
   { from: 'AUTHORIZED', to: 'FAILED' },

@@ -32,7 +32,7 @@ const AdminAccount = Type.Object({
 
 /**
  * GET /admin/accounts/{name}: balance and recent history of any account in one read, for the
- * console (R37: the admin token). The signed /accounts/{name}/balance and /transactions stay the
+ * console (the admin token, docs/rules.md R37). The signed /accounts/{name}/balance and /transactions stay the
  * services' interface.
  */
 export function adminAccountRoutes(app: App, deps: { readonly db: Database; readonly ledger: Ledger }): void {

@@ -15,7 +15,7 @@ import { apiError } from '../../../domain/errors.js';
 import { responses } from '../../schemas.js';
 import { ListQuery } from './schemas.js';
 
-/** Both ways in (R11), for the OpenAPI document. */
+/** Both ways in (docs/rules.md R11), for the OpenAPI document. */
 export const ADMIN_SECURITY = [{ messageSignature: [] }, { signature: [] }, { adminToken: [] }];
 const ADMIN_ROUTE = { config: { auth: 'admin' as const } };
 const TAGS = ['admin'];

@@ -18,7 +18,7 @@ export interface AdminDeps {
   readonly reloadSecrets?: ReloadSecrets | undefined;
 }
 
-/** Every `/admin/*` route of issue 6: signed key with `admin`, or the admin bearer token (R11). */
+/** Every `/admin/*` route: signed key with `admin`, or the admin bearer token (docs/rules.md R11). */
 export async function adminRoutes(app: App, deps: AdminDeps): Promise<void> {
   const { db } = deps;
   let feeEngine = deps.feeEngine;

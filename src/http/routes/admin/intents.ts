@@ -118,7 +118,7 @@ function filterOf(query: ListQueryValue): IntentFilter {
   };
 }
 
-/** Operator reads across every service (R11 admin auth); tenant isolation applies to service keys only. */
+/** Operator reads across every service (admin authentication, docs/rules.md R11); tenant isolation applies to service keys only. */
 export function adminIntentRoutes(app: App, deps: { readonly db: Database }): void {
   app.get(
     '/admin/intents',

@@ -25,7 +25,7 @@ const ResolveResponse = Type.Object({
 
 /**
  * POST /admin/intents/{id}/resolve: an operator's decision on a payout in MANUAL_REVIEW. Auth
- * mode `resolve`: a signed key with forceResolve or admin, or the admin bearer token (R11).
+ * mode `resolve`: a signed key with forceResolve or admin, or the admin bearer token (docs/rules.md R11).
  */
 export function adminResolveRoutes(app: App, deps: ResolveDeps): void {
   app.post(
