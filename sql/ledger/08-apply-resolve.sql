@@ -88,22 +88,33 @@ BEGIN
     RETURN ledger_compare_transfer(e, v_existing);
   END IF;
 
-  -- The guard: only one post, void or expiry wins a pending transfer.
-  UPDATE ledger_transfers SET pending_status = CASE WHEN v_post THEN 'posted' ELSE 'voided' END
-   WHERE id = v_pending_id AND pending_status = 'pending'
+  RETURN ledger_claim_pending(v_id, v_pending, v_post, v_posted, p_now);
+END $$;
+
+-- The resolve stored as p_id takes its pending transfer, and moves the guarded balances. Only one
+-- post, void or expiry wins a pending transfer: the status is changed by a guarded UPDATE, and the
+-- loser deletes the transfer it stored and answers why it lost. NULL when this one won.
+CREATE OR REPLACE FUNCTION ledger_claim_pending(p_id uuid, p_pending ledger_transfers, p_post boolean,
+                                                p_posted bigint, p_now timestamptz) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_refusal text;
+BEGIN
+  UPDATE ledger_transfers SET pending_status = CASE WHEN p_post THEN 'posted' ELSE 'voided' END
+   WHERE id = p_pending.id AND pending_status = 'pending'
      AND (expires_at IS NULL OR expires_at > p_now);
   IF NOT FOUND THEN
-    DELETE FROM ledger_transfers WHERE id = v_id;
-    v_refusal := ledger_resolve_refusal(v_pending_id, p_now);
+    DELETE FROM ledger_transfers WHERE id = p_id;
+    v_refusal := ledger_resolve_refusal(p_pending.id, p_now);
     IF v_refusal IS NULL THEN
-      RAISE EXCEPTION 'ledger: pending transfer % refused without a reason', v_pending_id;
+      RAISE EXCEPTION 'ledger: pending transfer % refused without a reason', p_pending.id;
     END IF;
     RETURN v_refusal;
   END IF;
 
   -- Posting at most the reserved amount can only lower exposure, so no limit is checked here.
-  PERFORM ledger_settle_guarded(v_pending.debit_account_id, v_pending.credit_account_id,
-                                -v_pending.amount, CASE WHEN v_post THEN v_posted ELSE 0 END,
-                                -v_pending.amount, CASE WHEN v_post THEN v_posted ELSE 0 END);
+  PERFORM ledger_settle_guarded(p_pending.debit_account_id, p_pending.credit_account_id,
+                                -p_pending.amount, CASE WHEN p_post THEN p_posted ELSE 0 END,
+                                -p_pending.amount, CASE WHEN p_post THEN p_posted ELSE 0 END);
   RETURN NULL;
 END $$;
