@@ -50,15 +50,22 @@ BEGIN
   END LOOP;
 END $$;
 
--- Both accounts at once: an expiry, which can happen outside any batch.
+-- Both accounts at once: an expiry, which can happen outside any batch. (PL/pgSQL, not SQL, for
+-- its cached plan: PostgreSQL 15 plans a SQL function's body again at every call.)
 CREATE OR REPLACE FUNCTION ledger_settle(p_debit uuid, p_credit uuid, p_dp bigint, p_dpo bigint,
                                          p_cp bigint, p_cpo bigint) RETURNS void
-LANGUAGE sql AS $$ SELECT ledger_settle_accounts(p_debit, p_credit, p_dp, p_dpo, p_cp, p_cpo, false) $$;
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM ledger_settle_accounts(p_debit, p_credit, p_dp, p_dpo, p_cp, p_cpo, false);
+END $$;
 
 -- The guarded side only: a post or void inside a batch.
 CREATE OR REPLACE FUNCTION ledger_settle_guarded(p_debit uuid, p_credit uuid, p_dp bigint, p_dpo bigint,
                                                  p_cp bigint, p_cpo bigint) RETURNS void
-LANGUAGE sql AS $$ SELECT ledger_settle_accounts(p_debit, p_credit, p_dp, p_dpo, p_cp, p_cpo, true) $$;
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM ledger_settle_accounts(p_debit, p_credit, p_dp, p_dpo, p_cp, p_cpo, true);
+END $$;
 
 -- A guarded account's movement, checked and applied now; an unguarded one is left to the batch's
 -- roll-up. False when the guard refuses.
