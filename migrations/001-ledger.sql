@@ -1,25 +1,12 @@
--- The ledger: TigerBeetle's accounts and transfers, kept in the same database as the intents so
--- that a ledger movement and the status change that needs it commit together.
+-- The ledger's tables: TigerBeetle's accounts and transfers, kept in the same database as the
+-- intents so that a ledger movement and the status change that needs it commit together.
 --
--- Design, in short:
---   * Guarded accounts (flags 2 or 4) have one balance row, checked in one conditional UPDATE, so
---     concurrent debits cannot overdraw them under READ COMMITTED.
---   * Unguarded accounts (transit, revenue, nostro, equity) have several balance rows (shards);
---     each movement lands on a random one, so hot accounts do not serialize every payment on one
---     row lock. Reads sum the shards; one shard may go negative, only the sum means anything.
---   * ledger_create_transfers applies a whole batch in one call. A single transfer undoes its own
---     partial writes when it fails (no sub-transaction per transfer: sub-transactions that write
---     cost an XID each and overflow the snapshot cache past 64); a linked chain runs inside one
---     BEGIN … EXCEPTION block, so it applies all-or-nothing.
---   * The transfer row is inserted (ON CONFLICT (id) DO NOTHING) before any balance moves, so a
---     concurrent duplicate id waits on the unique index and then reads 'exists'.
---   * Deadlocks: a batch first locks the pending transfers it resolves (by id), then every balance
---     row it may write (by account, shard), each set in one statement; the sweeper does the same.
---     An unguarded account is written on one random shard per transaction, so it can be locked
---     up front. Two calls in one transaction, or duplicate ids in opposite orders, can still
---     deadlock; PostgreSQL then aborts one transaction (40P01) and the caller retries it.
---   * There are no foreign keys from transfers to accounts: every insert would take a KEY SHARE
---     lock on the hot account rows (multixacts); the function checks that the accounts exist.
+-- The functions below are their first versions, kept as they ran on existing databases; the
+-- current definitions, and the current design (balance shards, lock order, batches written at
+-- once), are in sql/ledger/, applied after the migrations (see src/adapters/migrations.ts).
+--
+-- There are no foreign keys from transfers to accounts: every insert would take a KEY SHARE lock
+-- on the hot account rows (multixacts); the functions check that the accounts exist.
 
 CREATE TABLE ledger_accounts (
   id uuid PRIMARY KEY,

@@ -1,3 +1,4 @@
+-- This migration's ledger_* functions are superseded: their current definitions are in sql/ledger/.
 -- The hot path of POST /intents (docs/PERFORMANCE.md): cached configuration that still changes on the very
 -- next request, and fewer round trips per settled intent.
 

@@ -1,3 +1,4 @@
+-- This migration's functions are superseded: their current definitions are in sql/ledger/.
 -- Unguarded balances roll up once per batch (docs/PERFORMANCE.md "Hot accounts").
 --
 -- Until now every transfer updated both of its accounts' balance rows at once. A settled P2P intent

@@ -1,3 +1,4 @@
+-- This migration's function is superseded: its current definition is in sql/ledger/02-shards.sql.
 -- A transaction writes unguarded accounts on a shard no other transaction holds (docs/PERFORMANCE.md).
 --
 -- 006 picked the shard at random: with four batches in flight, two of them drew the same shard of

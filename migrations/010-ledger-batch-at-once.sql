@@ -1,3 +1,4 @@
+-- This migration's functions are superseded (the type stays): their current definitions are in sql/ledger/.
 -- A batch of transfers that applies in full is written with a few set statements (docs/PERFORMANCE.md).
 --
 -- ledger_run_batch applies events one by one in PL/pgSQL: per transfer about a dozen statements

@@ -4,7 +4,7 @@ import { ledgerAccountId } from '../ledger/account-id.js';
 import { AccountFlags, type Ledger, LEDGER_THB } from '../ledger/ledger.js';
 import { entityAccountNames, parseAccountName } from './account-names.js';
 import { apiError } from './errors.js';
-import { ACCOUNT_TYPES, type AccountType, type EntityType, UNOWNED_ACCOUNT_TYPES } from './model.js';
+import { type AccountType, type EntityType, LEDGER_CODE_BY_ACCOUNT_TYPE, UNOWNED_ACCOUNT_TYPES } from './model.js';
 
 export interface AccountRecord {
   readonly id: bigint;
@@ -77,7 +77,7 @@ export async function createAccount(sql: Sql, ledger: Ledger, account: NewAccoun
     {
       id,
       ledger: LEDGER_THB,
-      code: ACCOUNT_TYPES.indexOf(account.type) + 1,
+      code: LEDGER_CODE_BY_ACCOUNT_TYPE[account.type],
       flags: isGuarded(account.type) ? AccountFlags.debitsMustNotExceedCredits : AccountFlags.none,
     },
   ]);

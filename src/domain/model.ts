@@ -15,6 +15,24 @@ export const OPERATION_TYPES = [
 ] as const;
 export type OperationType = (typeof OPERATION_TYPES)[number];
 
+/**
+ * The ledger `code` of each operation type's transfers. Codes are stored with every transfer, so a
+ * number never changes and is never reused; a new type takes the next free one.
+ */
+export const LEDGER_CODE_BY_OPERATION = {
+  P2P_TRANSFER: 1,
+  PSPX_WITHDRAWAL: 2,
+  THAI_QR_PAY: 3,
+  WITHDRAWAL: 4,
+  QP_TOPUP: 5,
+  MINIAPP_CHARGE: 6,
+  MINIAPP_CREDIT: 7,
+  SERVICE_DEPOSIT: 8,
+  ADMIN_TRANSFER: 9,
+  INVOICE_PAYMENT: 10,
+  NFC_CHARGE: 11,
+} as const satisfies Record<OperationType, number>;
+
 export const CHANNELS = ['INTERNAL_P2P', 'PSPX_TRANSFER', 'MERCHANT_INVOICE', 'SERVICE_TRANSFER', 'ADMIN'] as const;
 export type Channel = (typeof CHANNELS)[number];
 
@@ -46,6 +64,24 @@ export const ACCOUNT_TYPES = [
   'EQUITY',
 ] as const;
 export type AccountType = (typeof ACCOUNT_TYPES)[number];
+
+/**
+ * The ledger `code` of each account type's ledger account. Stored with every account, and compared
+ * when an account is created again ('exists_with_different_code'), so a number never changes and
+ * is never reused.
+ */
+export const LEDGER_CODE_BY_ACCOUNT_TYPE = {
+  USER_WALLET: 1,
+  TRANSIT: 2,
+  REVENUE: 3,
+  NOSTRO: 4,
+  MERCHANT_WALLET: 5,
+  MERCHANT_SETTLEMENT: 6,
+  AGENT_WALLET: 7,
+  AGENT_SETTLEMENT: 8,
+  SERVICE_ACCOUNT: 9,
+  EQUITY: 10,
+} as const satisfies Record<AccountType, number>;
 
 /** Accounts that belong to nobody may go negative; the rest may not be overdrawn (docs/rules.md R19). */
 export const UNOWNED_ACCOUNT_TYPES: readonly AccountType[] = ['TRANSIT', 'REVENUE', 'NOSTRO', 'EQUITY'];

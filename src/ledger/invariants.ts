@@ -101,11 +101,11 @@ async function checkGuardedAccounts(sql: Sql): Promise<string[]> {
             sum(b.debits_pending)::text AS dp, sum(b.debits_posted)::text AS dpo,
             sum(b.credits_pending)::text AS cp, sum(b.credits_posted)::text AS cpo
        FROM ledger_accounts a JOIN ledger_balances b ON b.account_id = a.id
-      WHERE a.flags & 6 <> 0
+      WHERE ledger_is_guarded(a.flags)
       GROUP BY a.id, a.flags
      HAVING count(*) <> 1 OR bool_or(b.shard <> 0)
-         OR (a.flags & 2 <> 0 AND sum(b.debits_pending) + sum(b.debits_posted) > sum(b.credits_posted))
-         OR (a.flags & 4 <> 0 AND sum(b.credits_pending) + sum(b.credits_posted) > sum(b.debits_posted))
+         OR (ledger_debits_must_not_exceed_credits(a.flags) AND sum(b.debits_pending) + sum(b.debits_posted) > sum(b.credits_posted))
+         OR (ledger_credits_must_not_exceed_debits(a.flags) AND sum(b.credits_pending) + sum(b.credits_posted) > sum(b.debits_posted))
       ORDER BY a.id
       LIMIT $1`,
     [violationsPerCheckMax],

@@ -25,7 +25,7 @@ const pendingStatuses = ['pending', 'posted', 'voided', 'expired'] as const;
 
 /**
  * The ledger on PostgreSQL or PGlite: every batch is one call of a PL/pgSQL function
- * (migrations/001-ledger.sql), which holds all of the semantics; this class only shapes the
+ * (sql/ledger/), which holds all of the semantics; this class only shapes the
  * input and checks the output.
  */
 export class SqlLedger implements Ledger {

@@ -17,7 +17,7 @@ import { openTestDatabase } from '../support/database.js';
 
 /**
  * Random sequences of ledger operations through SqlLedger, each checked against a small
- * in-memory model of TigerBeetle's semantics (as migrations/001-ledger.sql documents them:
+ * in-memory model of TigerBeetle's semantics (as sql/ledger/ documents them:
  * results in TigerBeetle's order, chains all-or-nothing, a chain member that already exists
  * unchanged does not break its chain) and against checkLedgerInvariants.
  *

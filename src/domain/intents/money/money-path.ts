@@ -1,7 +1,7 @@
 import { parse as parseUuid, stringify as stringifyUuid, v5 } from 'uuid';
 import { LEDGER_ACCOUNT_NAMESPACE } from '../../../ledger/account-id.js';
 import { LEDGER_THB, TransferFlags, type TransferInput } from '../../../ledger/ledger.js';
-import { OPERATION_TYPES, type OperationType } from '../../model.js';
+import { LEDGER_CODE_BY_OPERATION, type OperationType } from '../../model.js';
 
 /**
  * docs/rules.md R18, the money flow of one intent, as ledger transfers. Transfer ids derive from the intent id,
@@ -45,8 +45,6 @@ export interface MoneyPlan {
   readonly feeLegs: readonly MoneyLeg[];
 }
 
-const codeOf = (operationType: OperationType) => OPERATION_TYPES.indexOf(operationType) + 1;
-
 /** Reserve: a pending transfer from the payer to the channel's transit of amount + preFee. */
 export function reserveTransfer(plan: MoneyPlan, timeoutS: number): TransferInput {
   return {
@@ -56,7 +54,7 @@ export function reserveTransfer(plan: MoneyPlan, timeoutS: number): TransferInpu
     amount: plan.amount + plan.preFee,
     timeoutS,
     ledger: LEDGER_THB,
-    code: codeOf(plan.operationType),
+    code: LEDGER_CODE_BY_OPERATION[plan.operationType],
     flags: TransferFlags.pending,
   };
 }
@@ -66,7 +64,7 @@ export function reserveTransfer(plan: MoneyPlan, timeoutS: number): TransferInpu
  * pay each fee account from transit. Transit nets to zero: (amount + pre) − (amount − post) − (pre + post).
  */
 export function settleTransfers(plan: MoneyPlan): TransferInput[] {
-  const code = codeOf(plan.operationType);
+  const code = LEDGER_CODE_BY_OPERATION[plan.operationType];
   const legs: TransferInput[] = [
     { id: transferId(plan.intentId, 'post'), pendingId: transferId(plan.intentId, 'reserve'), ledger: LEDGER_THB, code, flags: TransferFlags.postPendingTransfer },
   ];
@@ -104,7 +102,7 @@ export function voidTransfer(intentId: string, operationType: OperationType): Tr
     id: transferId(intentId, 'void'),
     pendingId: transferId(intentId, 'reserve'),
     ledger: LEDGER_THB,
-    code: codeOf(operationType),
+    code: LEDGER_CODE_BY_OPERATION[operationType],
     flags: TransferFlags.voidPendingTransfer,
   };
 }

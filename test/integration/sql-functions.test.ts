@@ -1,0 +1,89 @@
+import { readdir, readFile } from 'node:fs/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Database } from '../../src/adapters/database.js';
+import { migrate } from '../../src/adapters/migrations.js';
+import { AccountFlags, TransferFlags } from '../../src/ledger/ledger.js';
+import { openTestDatabase } from '../support/database.js';
+
+let db: Database;
+beforeAll(async () => {
+  db = await openTestDatabase();
+});
+afterAll(async () => db?.close());
+
+const has = (flags: number, flag: number) => (flags & flag) !== 0;
+
+/** Each SQL predicate of sql/ledger/01-flags.sql, as the TypeScript constants define it. */
+const predicates: Record<string, (flags: number) => boolean | number> = {
+  ledger_is_linked: (f) => has(f, TransferFlags.linked) && has(f, AccountFlags.linked),
+  ledger_is_pending: (f) => has(f, TransferFlags.pending),
+  ledger_posts_pending: (f) => has(f, TransferFlags.postPendingTransfer),
+  ledger_voids_pending: (f) => has(f, TransferFlags.voidPendingTransfer),
+  ledger_resolves_pending: (f) => has(f, TransferFlags.postPendingTransfer) || has(f, TransferFlags.voidPendingTransfer),
+  ledger_transfer_flags_clash: (f) =>
+    [TransferFlags.pending, TransferFlags.postPendingTransfer, TransferFlags.voidPendingTransfer].filter((flag) => has(f, flag)).length > 1,
+  ledger_debits_must_not_exceed_credits: (f) => has(f, AccountFlags.debitsMustNotExceedCredits),
+  ledger_credits_must_not_exceed_debits: (f) => has(f, AccountFlags.creditsMustNotExceedDebits),
+  ledger_is_guarded: (f) => has(f, AccountFlags.debitsMustNotExceedCredits) || has(f, AccountFlags.creditsMustNotExceedDebits),
+  ledger_account_flags_clash: (f) => has(f, AccountFlags.debitsMustNotExceedCredits) && has(f, AccountFlags.creditsMustNotExceedDebits),
+  ledger_debit_guard: (f) => f & AccountFlags.debitsMustNotExceedCredits,
+  ledger_credit_guard: (f) => f & AccountFlags.creditsMustNotExceedDebits,
+};
+
+describe('the SQL flag predicates', () => {
+  const everyFlag = [...Object.values(TransferFlags), ...Object.values(AccountFlags)].reduce((all, flag) => all | flag, 0);
+  // Every combination of the known bits, and one unknown bit above them.
+  const combinations = Array.from({ length: (everyFlag + 1) * 2 }, (_, flags) => flags);
+
+  it.each(Object.entries(predicates))('%s agrees with the TypeScript flags for every combination of bits', async (name, expected) => {
+    const { rows } = await db.query<{ flags: number; answer: boolean | number }>(
+      `SELECT f AS flags, ${name}(f) AS answer FROM unnest($1::integer[]) AS f ORDER BY f`,
+      [combinations],
+    );
+    expect(rows).toEqual(combinations.map((flags) => ({ flags, answer: expected(flags) })));
+  });
+
+  it('reads an event whose flags are omitted as none', async () => {
+    const { rows } = await db.query<{ flags: number }>(`SELECT ledger_event_flags('{}'::jsonb) AS flags`);
+    expect(rows).toEqual([{ flags: TransferFlags.none }]);
+  });
+
+  it('are inlined: a query that asks one costs a bit test, not a function call', async () => {
+    const plan = await explain('SELECT ledger_is_pending(flags), ledger_resolves_pending(flags) FROM ledger_transfers');
+    expect(plan).not.toMatch(/ledger_(is_pending|resolves_pending|posts_pending|voids_pending)/);
+    expect(plan).toMatch(/\(flags & 2\) <> 0/);
+  });
+});
+
+describe('the plan of a batch (sql/ledger/11-plan.sql)', () => {
+  it('inlines its SQL stages into one query, which PL/pgSQL plans and caches as one', async () => {
+    const plan = await explain(`SELECT * FROM ledger_plan_events('[]'::jsonb, now())`);
+    expect(plan).not.toMatch(/ledger_(plan_events|plan_lookups|batch_events)/);
+    expect(plan).toMatch(/jsonb_array_elements/);
+  });
+});
+
+describe('the SQL sources', () => {
+  it('are applied again only when their text changed', async () => {
+    expect(await migrate(db)).toEqual([]);
+    await db.query(`UPDATE sql_function_sources SET sha256 = 'stale' WHERE name = 'ledger/01-flags.sql'`);
+    expect(await migrate(db)).toEqual(['sql/ledger/01-flags.sql']);
+    expect(await migrate(db)).toEqual([]);
+  });
+
+  it('define every function the migrations ever defined, so no current definition is left in a migration', async () => {
+    const definedIn = async (dir: string) => {
+      const names = (await readdir(new URL(`../../${dir}/`, import.meta.url), { recursive: true })).filter((n) => n.endsWith('.sql'));
+      const texts = await Promise.all(names.map((name) => readFile(new URL(`../../${dir}/${name}`, import.meta.url), 'utf8')));
+      return new Set(texts.flatMap((text) => [...text.matchAll(/CREATE (?:OR REPLACE )?FUNCTION (ledger_\w+)/g)].map((m) => m[1])));
+    };
+    const inMigrations = await definedIn('migrations');
+    const inSources = await definedIn('sql');
+    expect([...inMigrations].filter((name) => !inSources.has(name))).toEqual([]);
+  });
+});
+
+async function explain(query: string): Promise<string> {
+  const { rows } = await db.query<Record<string, string>>(`EXPLAIN (VERBOSE, COSTS OFF) ${query}`);
+  return rows.map((row) => Object.values(row).join('')).join('\n');
+}
