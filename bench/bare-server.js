@@ -5,19 +5,24 @@ import { readFileSync } from 'node:fs';
 import Fastify from 'fastify';
 import { signatureMatches } from '../dist/domain/signing.js';
 
-const config = JSON.parse(readFileSync(process.argv[2], 'utf8'));
+const [configFile] = process.argv.slice(2);
+if (configFile === undefined) throw new Error('usage: node bench/bare-server.js <config.json>');
+/** @type {{ secrets: Record<string, string | string[]> }} */
+const config = JSON.parse(readFileSync(configFile, 'utf8'));
 const secrets = new Map(Object.entries(config.secrets).map(([id, s]) => [id, Array.isArray(s) ? s : [s]]));
 const app = Fastify({ logger: false, bodyLimit: 64 * 1024 });
 app.removeAllContentTypeParsers();
-app.addContentTypeParser(['application/json'], { parseAs: 'buffer' }, (request, body, done) => {
-  request.rawBodyBytes = body;
+/** @type {WeakMap<object, Buffer>} Each request's body as it came, for the signature check after parsing. */
+const rawBodies = new WeakMap();
+app.addContentTypeParser(['application/json'], { parseAs: 'buffer' }, (request, /** @type {Buffer} */ body, done) => {
+  rawBodies.set(request, body);
   done(null, JSON.parse(body.toString('utf8')));
 });
 app.addHook('preValidation', async (request, reply) => {
   const serviceId = request.headers['x-service-id'];
   const ok =
     typeof serviceId === 'string' &&
-    signatureMatches(secrets.get(serviceId) ?? [], String(request.headers['x-signature']), String(request.headers['x-timestamp']), request.method, request.url, request.rawBodyBytes ?? Buffer.alloc(0));
+    signatureMatches(secrets.get(serviceId) ?? [], String(request.headers['x-signature']), String(request.headers['x-timestamp']), request.method, request.url, rawBodies.get(request) ?? Buffer.alloc(0));
   if (!ok) return reply.code(401).send({ error: 'UNAUTHORIZED' });
 });
 app.post('/bare', async () => ({ ok: true }));

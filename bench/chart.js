@@ -2,9 +2,22 @@
 // offered rates. Hand-written SVG: two bar charts do not need a plotting library.
 import { writeFileSync } from 'node:fs';
 
+/** @typedef {import('./load.js').Latencies} Latencies */
+/** @typedef {{ svg: string, height: number }} Chart */
+/** @typedef {{ label: string, value: number | null | undefined, color: string }} Bar */
+/** @typedef {{ name: string, points: Array<Latencies & { rate: number | null }> }} Series */
+
 const W = 900;
+/** @param {unknown} s */
 const esc = (s) => String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;');
 
+/**
+ * @param {number} y0
+ * @param {string} title
+ * @param {readonly Bar[]} rows
+ * @param {string} unit
+ * @returns {Chart}
+ */
 function hbars(y0, title, rows, unit) {
   const labelW = 330;
   const barW = W - labelW - 120;
@@ -21,7 +34,13 @@ function hbars(y0, title, rows, unit) {
   return { svg: out, height: y - y0 + 10 };
 }
 
-/** Grouped bars on a log scale: latencies span three orders of magnitude once a rate saturates. */
+/**
+ * Grouped bars on a log scale: latencies span three orders of magnitude once a rate saturates.
+ * @param {number} y0
+ * @param {string} title
+ * @param {readonly Series[]} series
+ * @returns {Chart}
+ */
 function latencyChart(y0, title, series) {
   const left = 80;
   const plotW = W - left - 40;
@@ -29,6 +48,7 @@ function latencyChart(y0, title, series) {
   const top = y0 + 40;
   const maxMs = Math.max(10, ...series.flatMap((s) => s.points.flatMap((p) => [p.p50, p.p99, p.p999].filter((v) => v !== null))));
   const decades = Math.ceil(Math.log10(maxMs));
+  /** @param {number} ms */
   const yOf = (ms) => top + plotH - (Math.log10(Math.max(ms, 0.1)) + 1) / (decades + 1) * plotH;
   let out = `<text x="20" y="${y0 + 14}" class="h">${esc(title)}</text>`;
   for (let d = -1; d <= decades; d++) {
@@ -41,10 +61,11 @@ function latencyChart(y0, title, series) {
   groups.forEach((g, i) => {
     const x = left + i * gw + gw * 0.15;
     const bw = (gw * 0.7) / 3;
-    ['p50', 'p99', 'p999'].forEach((k, j) => {
-      if (g[k] === null) return;
-      const y = yOf(g[k]);
-      out += `<rect x="${(x + j * bw).toFixed(1)}" y="${y.toFixed(1)}" width="${(bw - 2).toFixed(1)}" height="${(top + plotH - y).toFixed(1)}" fill="${colors[k]}"><title>${k} ${g[k]} ms</title></rect>`;
+    /** @type {const} */ (['p50', 'p99', 'p999']).forEach((k, j) => {
+      const ms = g[k];
+      if (ms === null) return;
+      const y = yOf(ms);
+      out += `<rect x="${(x + j * bw).toFixed(1)}" y="${y.toFixed(1)}" width="${(bw - 2).toFixed(1)}" height="${(top + plotH - y).toFixed(1)}" fill="${colors[k]}"><title>${k} ${ms} ms</title></rect>`;
     });
     out += `<text x="${(x + gw * 0.35).toFixed(1)}" y="${top + plotH + 16}" text-anchor="middle">${esc(g.name)} ${g.rate}/s</text>`;
   });
@@ -52,11 +73,17 @@ function latencyChart(y0, title, series) {
   return { svg: out, height: plotH + 80 };
 }
 
+/**
+ * @param {import('./run.js').FullRunResults & { summary: import('./run.js').Summary }} r
+ * @param {string} path
+ */
 export function writeChart(r, path) {
   const s = r.summary;
   const m = r.machine;
+  /** @type {string[]} */
   const parts = [];
   let y = 60;
+  /** @param {Chart} chart */
   const add = (chart) => {
     parts.push(chart.svg);
     y += chart.height + 10;
@@ -74,6 +101,11 @@ export function writeChart(r, path) {
       { label: 'P2P settled on embedded PGlite', value: s.pgliteP2pSaturatedPerS, color: '#eeca3b' },
     ], '/s'),
   );
+  /**
+   * @param {string} name
+   * @param {readonly import('./load.js').LoadResult[]} list
+   * @returns {Series}
+   */
   const series = (name, list) => ({ name, points: list.map((x) => ({ rate: x.offeredPerS, ...x.latencyMs })) });
   add(latencyChart(y, 'Latency at fixed offered rates (open loop, PostgreSQL)', [series('P2P', r.postgres.p2pLatency), series('invoice pair', r.postgres.invoiceLatency)]));
   const header = `<text x="20" y="24" class="t">payorch npm run bench — ${esc(r.startedAt.slice(0, 16))}Z</text>

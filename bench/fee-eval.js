@@ -8,7 +8,24 @@
 import { performance } from 'node:perf_hooks';
 import { createFeeEngine, createLocalFeeEngine } from '../dist/domain/fees/index.js';
 
+/** @typedef {import('../dist/domain/fees/index.js').FeeRule} FeeRule */
+/** @typedef {import('../dist/domain/fees/index.js').FeeContext} FeeContext */
+/** @typedef {import('../dist/domain/fees/index.js').FeeResult} FeeResult */
+/**
+ * What the run prints: its JSON line on stdout.
+ * @typedef {{ rules: number, iterations: number, medianUs: number, p99Us: number, hopMedianUs: number, loadedUs: number, eventLoopUs: number, inThreadMedianUs: number, timeouts: number }} FeeEvalResult
+ */
+
+/** @type {{ iterations?: number, warmup?: number }} */
 const { iterations = 20_000, warmup = 2_000 } = JSON.parse(process.argv[2] ?? '{}');
+/**
+ * @param {number} id
+ * @param {string} operationType
+ * @param {string} expression
+ * @param {FeeRule['timing']} [timing]
+ * @param {Partial<FeeRule>} [extra]
+ * @returns {FeeRule}
+ */
 const rule = (id, operationType, expression, timing = 'PRE', extra = {}) => ({
   id, name: `rule ${id}`, operationType, expression, timing, tagsInclude: [], tagsExclude: ['fee_exempt'], priority: id, active: true, ...extra,
 });
@@ -20,28 +37,38 @@ const rules = [
   rule(3, 'P2P_TRANSFER', "[{account: 'system.revenue.THB', amount: 0}]", 'PRE', { tagsInclude: ['promo'] }),
 ];
 const hopRules = [rule(4, 'P2P_TRANSFER', '[]')];
+/**
+ * @param {number} i
+ * @returns {FeeContext}
+ */
 const contextOf = (i) => ({ operationType: 'P2P_TRANSFER', amount: BigInt(100 + (i % 1000) * 37), currency: 'THB', metadata: { channel: 'app' } });
 
 // A process descheduled on a busy machine can overrun the 100 ms limit: counted, not fatal.
 let timeouts = 0;
+/**
+ * @param {(context: FeeContext) => FeeResult | Promise<FeeResult>} evaluate
+ * @returns {Promise<(percentile: number) => number>}
+ */
 async function timed(evaluate) {
+  /** @type {number[]} */
   const timesUs = [];
   for (let i = 0; i < warmup + iterations; i++) {
     const t0 = performance.now();
     try {
       await evaluate(contextOf(i));
     } catch (error) {
-      if (error?.reason !== 'timeout') throw error;
+      if (!(error instanceof Error && 'reason' in error && error.reason === 'timeout')) throw error;
       timeouts++;
     }
     if (i >= warmup) timesUs.push((performance.now() - t0) * 1000);
   }
   timesUs.sort((a, b) => a - b);
-  return (p) => Math.round(timesUs[Math.floor((p / 100) * (timesUs.length - 1))] * 10) / 10;
+  return (p) => Math.round((timesUs[Math.floor((p / 100) * (timesUs.length - 1))] ?? Number.NaN) * 10) / 10;
 }
 
 /** Per intent when IN_FLIGHT evaluations are under way at once, as in a loaded service: wall time over count. */
 const IN_FLIGHT = 32;
+/** @param {import('../dist/domain/fees/index.js').FeeEngine} engine */
 async function loadedUsPerIntent(engine) {
   const count = warmup + iterations;
   let next = 0;

@@ -10,6 +10,39 @@ import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
 import { ledgerAccountId } from '../dist/ledger/account-id.js';
 
+/**
+ * @typedef {object} LoadOptions
+ * @property {string} url
+ * @property {'p2p' | 'invoice' | 'policy' | 'bare'} kind
+ * @property {'closed' | 'open'} mode
+ * @property {number} [concurrency]
+ * @property {number} [rate]
+ * @property {number} [durationS]
+ * @property {number} [warmupS]
+ * @property {string} [service]
+ * @property {string} secret
+ * @property {[first: number, count: number]} users
+ * @property {[first: number, count: number]} [merchants]
+ * @property {number} [amount]
+ * @property {number} [connectionsMax]
+ * @property {number} [inFlightMax]
+ */
+/** @typedef {{ p50: number | null, p90: number | null, p99: number | null, p999: number | null, max: number | null }} Latencies */
+/**
+ * What one run prints: its JSON line on stdout.
+ * @typedef {object} LoadResult
+ * @property {LoadOptions['kind']} kind
+ * @property {LoadOptions['mode']} mode
+ * @property {number | null} concurrency
+ * @property {number | null} offeredPerS
+ * @property {number} durationS
+ * @property {number} ok
+ * @property {number} throughputPerS
+ * @property {Record<string, number>} errors
+ * @property {Latencies} latencyMs
+ */
+
+/** @type {LoadOptions} */
 const opts = JSON.parse(process.argv[2] ?? '{}');
 const {
   url,
@@ -34,15 +67,28 @@ const [firstMerchant, merchantCount] = merchants;
 
 const pool = new Pool(url, { connections: mode === 'closed' ? concurrency : connectionsMax, pipelining: 1, keepAliveTimeout: 60_000 });
 
+/** @param {string} body */
 const sha256Hex = (body) => createHash('sha256').update(body).digest('hex');
+/**
+ * @param {string} method
+ * @param {string} path
+ * @param {string} body
+ * @param {number} [userId]
+ */
 function headers(method, path, body, userId) {
   const ts = String(Math.floor(Date.now() / 1000));
   const signature = createHmac('sha256', secret).update(`${ts}\n${method}\n${path}\n${sha256Hex(body)}`).digest('hex');
+  /** @type {Record<string, string>} */
   const h = { 'content-type': 'application/json', 'x-service-id': service, 'x-timestamp': ts, 'x-signature': signature };
   if (userId !== undefined) h['x-user-id'] = String(userId);
   return h;
 }
 
+/**
+ * @param {string} path
+ * @param {object} payload
+ * @param {number} [userId]
+ */
 async function post(path, payload, userId) {
   const body = JSON.stringify(payload);
   const res = await pool.request({ method: 'POST', path, body, headers: headers('POST', path, body, userId) });
@@ -51,7 +97,12 @@ async function post(path, payload, userId) {
 }
 
 
-/** One unit of work for payer `u` (and recipient / merchant); resolves to an error code or null. */
+/**
+ * One unit of work for payer `u` (and recipient / merchant); resolves to an error code or null.
+ * @param {number} u
+ * @param {number} n
+ * @returns {Promise<string | null>}
+ */
 async function work(u, n) {
   switch (kind) {
     case 'p2p':
@@ -81,7 +132,9 @@ async function work(u, n) {
   }
 }
 
+/** @type {number[]} */
 const latenciesMs = [];
+/** @type {Record<string, number>} */
 const errors = {};
 let ok = 0;
 let measuredOk = 0;
@@ -90,6 +143,10 @@ const start = performance.now();
 const warmEnd = start + warmupS * 1000;
 const end = warmEnd + durationS * 1000;
 
+/**
+ * @param {number} dueAt
+ * @param {string | null} error
+ */
 function record(dueAt, error) {
   const doneAt = performance.now();
   if (error === null) ok++;
@@ -119,6 +176,7 @@ async function closedLoop() {
 
 async function openLoop() {
   const intervalMs = 1000 / rate;
+  /** @type {Set<Promise<void>>} */
   const inFlight = new Set();
   let k = 0;
   // Payers round-robin over the whole pool: a payer comes back every userCount / rate seconds.
@@ -144,11 +202,16 @@ async function openLoop() {
   await Promise.all(inFlight);
 }
 
+/**
+ * @param {readonly number[]} sorted
+ * @param {number} p
+ */
 const pct = (sorted, p) => (sorted.length === 0 ? null : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]);
 await (mode === 'closed' ? closedLoop() : openLoop());
 const elapsedS = (performance.now() - warmEnd) / 1000;
 latenciesMs.sort((a, b) => a - b);
-const round = (x) => (x === null ? null : Math.round(x * 100) / 100);
+/** @param {number | null | undefined} x */
+const round = (x) => (x === null || x === undefined ? null : Math.round(x * 100) / 100);
 process.stdout.write(
   `${JSON.stringify({
     kind,

@@ -1,13 +1,24 @@
 // RSS growth over a soak, from the samples: the median of the samples between 10 % and 30 % of the
 // soak against the median of its last 20 %. Start-up and the first allocations of a warm process
 // are not a leak, and single samples swing ±15 % with the garbage collector's cycle.
+/**
+ * @param {ReadonlyArray<{ readonly atS: number, readonly rssMb: number }>} samples
+ * @param {number} durationS
+ */
 export function rssGrowth(samples, durationS) {
+  /** @param {ReadonlyArray<{ readonly rssMb: number }>} list */
   const median = (list) => {
     const sorted = list.map((s) => s.rssMb).sort((a, b) => a - b);
     return sorted[Math.floor(sorted.length / 2)];
   };
+  /**
+   * @param {number} from
+   * @param {number} to
+   */
   const window = (from, to) => samples.filter((s) => s.atS >= durationS * from && s.atS <= durationS * to);
   const start = median(window(0.1, 0.3));
   const end = median(window(0.8, 1));
-  return { rssStartMb: start, rssEndMb: end, rssGrowthPct: Math.round(((end - start) / start) * 1000) / 10 };
+  // A soak too short to have samples in a window has no growth to tell (null in the JSON, as NaN was).
+  const rssGrowthPct = start === undefined || end === undefined ? null : Math.round(((end - start) / start) * 1000) / 10;
+  return { rssStartMb: start, rssEndMb: end, rssGrowthPct };
 }

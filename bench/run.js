@@ -23,13 +23,68 @@ import { writeChart } from './chart.js';
 import { rssGrowth } from './rss-growth.js';
 import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
 
+/** @typedef {import('../dist/adapters/database.js').Database} Database */
+/** @typedef {import('./load.js').LoadOptions} LoadOptions */
+/** @typedef {import('./load.js').LoadResult} LoadResult */
+/**
+ * The measuring scripts this file runs as child processes: what each takes and what it prints.
+ * @typedef {{
+ *   'load.js': [LoadOptions, LoadResult],
+ *   'sql-floor.js': [import('./sql-floor.js').SqlFloorOptions, import('./sql-floor.js').SqlFloorResult],
+ *   'fee-eval.js': [{ iterations?: number, warmup?: number }, import('./fee-eval.js').FeeEvalResult],
+ * }} Scripts
+ */
+/** @typedef {LoadResult & ReturnType<typeof rssGrowth> & { peakRssMb: number, samples: RssSample[] }} SoakResult */
+/** @typedef {{ atS: number, rssMb: number, peakRssMb: number }} RssSample */
+/**
+ * @typedef {object} PostgresResults
+ * @property {LoadResult[]} [p2pSaturation]
+ * @property {number} [p2pSaturatedPerS]
+ * @property {LoadResult[]} [p2pLatency]
+ * @property {LoadResult} [invoiceSaturation]
+ * @property {LoadResult[]} [invoiceLatency]
+ * @property {LoadResult} [policyEvaluation]
+ * @property {number} [storedIntentsBefore]
+ * @property {LoadResult} [p2pSaturatedAfter200k]
+ * @property {SoakResult} [soak]
+ */
+/**
+ * @typedef {object} FloorResults
+ * @property {Scripts['sql-floor.js'][1]} [sqlWrites]
+ * @property {Scripts['sql-floor.js'][1]} [sqlWritesGrouped]
+ * @property {Scripts['sql-floor.js'][1]} [sqlWithReads]
+ * @property {LoadResult} [bareHttp]
+ * @property {Scripts['fee-eval.js'][1]} [feeEvaluation]
+ */
+/** @typedef {{ p2pSaturation: LoadResult, p2pLatency: LoadResult[], peakRssMb: number }} PgliteResults */
+/**
+ * What bench/results/*.json hold.
+ * @typedef {object} BenchResults
+ * @property {string} startedAt
+ * @property {ReturnType<typeof machine> & { autovacuum?: string }} machine
+ * @property {number[]} loadAvgAtStart
+ * @property {{ PHASE_S: number, SOAK_S: number, USERS: number[], MERCHANTS: number[] }} settings
+ * @property {PostgresResults} [postgres]
+ * @property {FloorResults} [floors]
+ * @property {PgliteResults} [pglite]
+ * @property {number[]} [loadAvgAtEnd]
+ * @property {Summary} [summary]
+ */
+/**
+ * What a run without --only has gathered by the time it sums up: every PostgreSQL section ran.
+ * @typedef {BenchResults & { postgres: Required<PostgresResults>, floors: Required<FloorResults>, loadAvgAtEnd: number[] }} FullRunResults
+ */
+/** @typedef {ReturnType<typeof summarize>} Summary */
+
 const root = fileURLToPath(new URL('..', import.meta.url));
 const args = parseArgs(process.argv.slice(2));
 const SOAK_S = Number(args['soak-s'] ?? 600);
 const PHASE_S = Number(args['phase-s'] ?? 20);
 const PG_ADMIN_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const BENCH_DB = 'payorch_bench';
+/** @type {[first: number, count: number]} */
 const USERS = [1, 20_000];
+/** @type {[first: number, count: number]} */
 const MERCHANTS = [500_001, 1_000];
 const USER_BALANCE = 100_000_000;
 const SATURATION_CONCURRENCY = [16, 32, 64, 128];
@@ -43,48 +98,77 @@ const BENCH_ADMIN_TOKEN = randomBytes(24).toString('base64url');
 const SECTIONS = ['p2p', 'latency', 'invoice', 'floors', 'policies', 'stored', 'soak', 'pglite'];
 const only = args.only === undefined ? null : new Set(String(args.only).split(','));
 if (only !== null) for (const name of only) if (!SECTIONS.includes(name)) throw new Error(`--only: unknown section ${name} (${SECTIONS.join(', ')})`);
+/** @param {string} section */
 const runs = (section) => (section === 'pglite' ? !args['skip-pglite'] : true) && (only === null || only.has(section));
 
+/**
+ * `--name value` and bare `--flag` (true).
+ * @param {readonly string[]} argv
+ */
 function parseArgs(argv) {
+  /** @type {Record<string, string | true>} */
   const out = {};
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
-    if (!a.startsWith('--')) continue;
+    if (a === undefined || !a.startsWith('--')) continue;
     const next = argv[i + 1];
     if (next === undefined || next.startsWith('--')) out[a.slice(2)] = true;
-    else out[a.slice(2)] = argv[++i];
+    else {
+      out[a.slice(2)] = next;
+      i++;
+    }
   }
   return out;
 }
 
+/** @param {...unknown} m */
 const log = (...m) => console.error(`[bench ${new Date().toISOString().slice(11, 19)}]`, ...m);
+/** @param {number} ms */
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/** @returns {Promise<number>} */
 async function freePort() {
   return new Promise((resolve) => {
     const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
+      // Listening on a TCP port: the address is always an AddressInfo.
+      const { port } = /** @type {import('node:net').AddressInfo} */ (s.address());
       s.close(() => resolve(port));
     });
   });
 }
 
+/**
+ * @template {keyof Scripts} S
+ * @param {S} script
+ * @param {Scripts[S][0]} options
+ * @param {string[]} [nodeArgs]
+ * @returns {Promise<Scripts[S][1]>}
+ */
 function runJson(script, options, nodeArgs = []) {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [...nodeArgs, join(root, 'bench', script), JSON.stringify(options)], { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout.on('data', (d) => (out += d));
     // A failed phase is recorded, not fatal: the other figures of a long run stay usable.
-    child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out.trim().split('\n').at(-1))) : resolve({ error: `${script} exited ${code}` })));
+    // Its figures then read as undefined, which the summary keeps as null and the chart as n/a.
+    /** @param {number | null} code */
+    const failure = (code) => /** @type {Scripts[S][1]} */ (/** @type {unknown} */ ({ error: `${script} exited ${code}` }));
+    child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out.trim().split('\n').at(-1) ?? '')) : resolve(failure(code))));
   });
 }
 
+/** @param {number} pid */
 function procStatus(pid) {
   const text = readFileSync(`/proc/${pid}/status`, 'utf8');
+  /** @param {string} key */
   const kb = (key) => Number(new RegExp(`${key}:\\s+(\\d+)`).exec(text)?.[1] ?? 0);
   return { rssMb: Math.round(kb('VmRSS') / 102.4) / 10, peakRssMb: Math.round(kb('VmHWM') / 102.4) / 10 };
 }
 
+/**
+ * @param {Record<string, string>} env
+ * @param {string} label
+ */
 async function startPayorch(env, label) {
   const port = await freePort();
   const profileDir = join(root, 'bench', 'results', 'profiles');
@@ -105,11 +189,13 @@ async function startPayorch(env, label) {
     } catch {}
     await sleep(100);
   }
-  log(`payorch on ${label} at ${url}, pid ${child.pid}`);
+  const { pid } = child;
+  if (pid === undefined) throw new Error(`payorch (${label}) was not spawned`);
+  log(`payorch on ${label} at ${url}, pid ${pid}`);
   return {
     url,
-    pid: child.pid,
-    status: () => procStatus(child.pid),
+    pid,
+    status: () => procStatus(pid),
     async stop() {
       child.kill('SIGTERM');
       await new Promise((r) => child.once('exit', r));
@@ -131,6 +217,7 @@ async function recreateDatabase() {
 function machine() {
   const gitCommit = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
   const dirty = execFileSync('git', ['status', '--porcelain'], { cwd: root, encoding: 'utf8' }).trim() !== '';
+  /** @type {string | null} Filled in once the PostgreSQL pass connects. */
   let postgres = null;
   return { cpuModel: cpus()[0]?.model ?? 'unknown', cores: cpus().length, memoryGb: Math.round(totalmem() / 2 ** 30), node: process.version, gitCommit, gitDirty: dirty, postgres };
 }
@@ -138,6 +225,7 @@ function machine() {
 async function main() {
   mkdirSync(join(root, 'bench', 'results'), { recursive: true });
   const { configFile, secret } = writeBenchConfig();
+  /** @type {BenchResults} */
   const results = { startedAt: new Date().toISOString(), machine: machine(), loadAvgAtStart: loadavg().map((x) => Math.round(x * 100) / 100), settings: { PHASE_S, SOAK_S, USERS, MERCHANTS } };
   const base = { secret, service: SERVICE, users: USERS, durationS: PHASE_S };
 
@@ -158,7 +246,9 @@ async function main() {
     await seedWallets(db, ledger, { prefix: 'user', type: 'USER_WALLET', first: USERS[0], count: USERS[1], balance: USER_BALANCE });
     await seedWallets(db, ledger, { prefix: 'merchant', type: 'MERCHANT_WALLET', first: MERCHANTS[0], count: MERCHANTS[1], balance: 0 });
     await settle(db);
-    const pgr = (results.postgres = {});
+    /** @type {PostgresResults} */
+    const pgr = {};
+    results.postgres = pgr;
 
     log('warm-up');
     await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency: 32, durationS: 5 });
@@ -173,9 +263,11 @@ async function main() {
       log('P2P saturation');
       pgr.p2pSaturation = [];
       for (const concurrency of SATURATION_CONCURRENCY) pgr.p2pSaturation.push(await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency }));
-      best = pgr.p2pSaturation.reduce((a, b) => (b.throughputPerS > a.throughputPerS ? b : a));
-      pgr.p2pSaturatedPerS = best.throughputPerS;
-      log('P2P saturated', best.throughputPerS, '/s at', best.concurrency, 'in flight');
+      const fastest = pgr.p2pSaturation.reduce((a, b) => (b.throughputPerS > a.throughputPerS ? b : a));
+      // Closed loops: each one's concurrency is set.
+      best = { concurrency: fastest.concurrency ?? best.concurrency };
+      pgr.p2pSaturatedPerS = fastest.throughputPerS;
+      log('P2P saturated', fastest.throughputPerS, '/s at', fastest.concurrency, 'in flight');
     }
 
     if (runs('latency')) {
@@ -196,7 +288,9 @@ async function main() {
 
     if (runs('floors')) {
       log('floors');
-      const floors = (results.floors = {});
+      /** @type {FloorResults} */
+      const floors = {};
+      results.floors = floors;
       floors.sqlWrites = await runJson('sql-floor.js', { databaseUrl, users: USERS, concurrency: best.concurrency > 20 ? 16 : best.concurrency, durationS: PHASE_S });
       floors.sqlWritesGrouped = await runJson('sql-floor.js', { databaseUrl, users: USERS, concurrency: 4, batch: 32, durationS: PHASE_S });
       floors.sqlWithReads = await runJson('sql-floor.js', { databaseUrl, users: USERS, concurrency: 16, durationS: PHASE_S, withReads: true });
@@ -223,7 +317,7 @@ async function main() {
       log('seeding 100,000 more: 200,000 stored');
       await seedSettledIntents(db, { first: USERS[0], users: USERS[1], count: 100_000 });
       await settle(db);
-      pgr.storedIntentsBefore = Number((await db.query('SELECT count(*) AS n FROM intents')).rows[0].n);
+      pgr.storedIntentsBefore = Number((await db.query('SELECT count(*) AS n FROM intents')).rows[0]?.n);
       server = await startPayorch({ DATABASE_URL: databaseUrl, CONFIG_FILE: configFile }, 'postgres');
       await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency: best.concurrency, durationS: 5 });
       if (runs('stored')) {
@@ -250,18 +344,22 @@ async function main() {
     log('partial run written to', path);
     return;
   }
-  results.summary = summarize(results);
+  // No --only: every PostgreSQL section ran (a failed phase stands in for its result, see runJson).
+  const fullRun = /** @type {FullRunResults} */ (results);
+  const summary = summarize(fullRun);
+  results.summary = summary;
   const json = `${JSON.stringify(results, null, 2)}\n`;
   writeFileSync(join(root, 'bench', 'results', 'latest.json'), json);
   writeFileSync(join(root, 'bench', 'results', `${results.startedAt.replace(/[:.]/g, '-')}.json`), json);
-  writeChart(results, join(root, 'docs', 'bench.svg'));
-  console.log(JSON.stringify(results.summary, null, 2));
+  writeChart({ ...fullRun, summary }, join(root, 'docs', 'bench.svg'));
+  console.log(JSON.stringify(summary, null, 2));
 }
 
 /**
  * After a bulk seed: what autovacuum would do over the next minutes, done now, so that neither
  * measurement pays for the other's seeding (statistics, visibility map, background CPU).
  */
+/** @param {Database} db */
 async function settle(db) {
   await db.query('VACUUM ANALYZE');
 }
@@ -279,6 +377,10 @@ function writeBenchConfig() {
   return { configFile: path, secret: demo.secrets[SERVICE] };
 }
 
+/**
+ * @param {Omit<LoadOptions, 'url' | 'kind' | 'mode'>} base
+ * @param {string} configFile
+ */
 async function runBareFloor(base, configFile) {
   const child = spawn(process.execPath, [join(root, 'bench', 'bare-server.js'), configFile], { stdio: ['ignore', 'pipe', 'inherit'] });
   const url = await new Promise((resolve) => child.stdout.once('data', (d) => resolve(String(d).trim())));
@@ -290,7 +392,13 @@ async function runBareFloor(base, configFile) {
   }
 }
 
+/**
+ * @param {{ status: () => ReturnType<typeof procStatus> }} server
+ * @param {LoadOptions} options
+ * @returns {Promise<SoakResult>}
+ */
 async function soak(server, options) {
+  /** @type {RssSample[]} */
   const samples = [];
   const timer = setInterval(() => samples.push({ atS: samples.length * (RSS_SAMPLE_MS / 1000), ...server.status() }), RSS_SAMPLE_MS);
   samples.push({ atS: 0, ...server.status() });
@@ -306,30 +414,46 @@ async function soak(server, options) {
   };
 }
 
+/**
+ * @param {Omit<LoadOptions, 'url' | 'kind' | 'mode'>} base
+ * @param {string} secret
+ * @param {string} configFile
+ * @returns {Promise<PgliteResults>}
+ */
 async function pglitePass(base, secret, configFile) {
   const dataDir = mkdtempSync(join(tmpdir(), 'payorch-bench-pglite-'));
   const server = await startPayorch({ DATABASE_URL: '', DATA_DIR: dataDir, CONFIG_FILE: configFile }, 'pglite');
+  /** @type {[first: number, count: number]} */
   const users = [1, 400];
   try {
     log('PGlite: creating and funding', users[1], 'users over HTTP');
     await runSetup(server.url, secret, users);
-    const out = {};
     await runJson('load.js', { ...base, users, url: server.url, kind: 'p2p', mode: 'closed', concurrency: 8, durationS: 3 });
-    out.p2pSaturation = await runJson('load.js', { ...base, users, url: server.url, kind: 'p2p', mode: 'closed', concurrency: 8, durationS: Math.min(PHASE_S, 15) });
-    out.p2pLatency = [];
-    for (const rate of [100, 250]) out.p2pLatency.push(await runJson('load.js', { ...base, users, url: server.url, kind: 'p2p', mode: 'open', rate, durationS: Math.min(PHASE_S, 15) }));
-    out.peakRssMb = server.status().peakRssMb;
-    log('PGlite saturated', out.p2pSaturation.throughputPerS, '/s');
-    return out;
+    const p2pSaturation = await runJson('load.js', { ...base, users, url: server.url, kind: 'p2p', mode: 'closed', concurrency: 8, durationS: Math.min(PHASE_S, 15) });
+    /** @type {LoadResult[]} */
+    const p2pLatency = [];
+    for (const rate of [100, 250]) p2pLatency.push(await runJson('load.js', { ...base, users, url: server.url, kind: 'p2p', mode: 'open', rate, durationS: Math.min(PHASE_S, 15) }));
+    log('PGlite saturated', p2pSaturation.throughputPerS, '/s');
+    return { p2pSaturation, p2pLatency, peakRssMb: server.status().peakRssMb };
   } finally {
     await server.stop();
     rmSync(dataDir, { recursive: true, force: true });
   }
 }
 
-/** Accounts and top-ups through the API (PGlite cannot be opened by a second process). */
+/**
+ * Accounts and top-ups through the API (PGlite cannot be opened by a second process).
+ * @param {string} url
+ * @param {string} secret
+ * @param {[first: number, count: number]} users
+ */
 async function runSetup(url, secret, [first, count]) {
   const { signedHeaders } = await import('../dist/domain/signing.js');
+  /**
+   * @param {string} path
+   * @param {object} body
+   * @param {number} user
+   */
   const call = async (path, body, user) => {
     const raw = JSON.stringify(body);
     const res = await fetch(url + path, { method: 'POST', body: raw, headers: { 'content-type': 'application/json', ...signedHeaders(SERVICE, secret, 'POST', path, raw, { userId: user }) } });
@@ -341,8 +465,13 @@ async function runSetup(url, secret, [first, count]) {
   }
 }
 
+/** @param {FullRunResults} r */
 function summarize(r) {
   const p = r.postgres;
+  /**
+   * @param {readonly LoadResult[]} list
+   * @param {number} rate
+   */
   const at = (list, rate) => list.find((x) => x.offeredPerS === rate)?.latencyMs ?? null;
   return {
     postgresP2pSaturatedPerS: p.p2pSaturatedPerS,
@@ -372,6 +501,7 @@ function summarize(r) {
   };
 }
 
+/** @type {Set<import('node:child_process').ChildProcess>} */
 const children = new Set();
 process.on('exit', () => {
   for (const child of children) child.kill('SIGKILL');

@@ -6,16 +6,30 @@ import { AccountFlags, LEDGER_THB } from '../dist/ledger/ledger.js';
 import { createBatchSizeMax } from '../dist/ledger/sql-ledger.js';
 import { ACCOUNT_TYPES } from '../dist/domain/model.js';
 
+/** @typedef {import('../dist/adapters/database.js').Database} Database */
+/** @typedef {import('../dist/ledger/ledger.js').Ledger} Ledger */
+
 const NOSTRO = 'system.nostro.pspx.THB';
 const TRANSIT = 'system.transit.INTERNAL_P2P.THB';
 
+/**
+ * @template T
+ * @param {readonly T[]} items
+ * @param {number} size
+ */
 function chunks(items, size) {
+  /** @type {T[][]} */
   const out = [];
   for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
   return out;
 }
 
-/** Wallets `<prefix>.<id>.THB` for ids [first, first + count), each funded from the PSPX nostro. */
+/**
+ * Wallets `<prefix>.<id>.THB` for ids [first, first + count), each funded from the PSPX nostro.
+ * @param {Database} db
+ * @param {Ledger} ledger
+ * @param {{ prefix: string, type: import('../dist/domain/model.js').AccountType, first: number, count: number, balance: number }} wallets
+ */
 export async function seedWallets(db, ledger, { prefix, type, first, count, balance }) {
   const ids = Array.from({ length: count }, (_, i) => first + i);
   const names = ids.map((id) => `${prefix}.${id}.THB`);
@@ -30,7 +44,8 @@ export async function seedWallets(db, ledger, { prefix, type, first, count, bala
     const code = ACCOUNT_TYPES.indexOf(type) + 1;
     for (const batch of chunks(ledgerIds, createBatchSizeMax)) {
       const failures = await ledger.createAccounts(tx, batch.map((id) => ({ id, ledger: LEDGER_THB, code, flags: AccountFlags.debitsMustNotExceedCredits })));
-      if (failures.some((f) => f.result !== 'exists')) throw new Error(`seed accounts: ${failures[0].result}`);
+      const refused = failures.find((f) => f.result !== 'exists');
+      if (refused !== undefined) throw new Error(`seed accounts: ${refused.result}`);
     }
   });
   for (const batch of balance > 0 ? chunks(ledgerIds, 2_000) : []) {
@@ -39,13 +54,17 @@ export async function seedWallets(db, ledger, { prefix, type, first, count, bala
         tx,
         batch.map((id) => ({ id: crypto.randomUUID(), debitAccountId: ledgerAccountId(NOSTRO), creditAccountId: id, amount: BigInt(balance), ledger: LEDGER_THB, code: 5, flags: 0 })),
       );
-      if (failures.length > 0) throw new Error(`seed funding: ${failures[0].result}`);
+      const [refused] = failures;
+      if (refused !== undefined) throw new Error(`seed funding: ${refused.result}`);
     });
   }
   return ledgerIds;
 }
 
-/** 1,000 policies: 50 global, 45 for each of 10 apps, one for each of 500 merchants; few match, so each evaluation walks them all. */
+/**
+ * 1,000 policies: 50 global, 45 for each of 10 apps, one for each of 500 merchants; few match, so each evaluation walks them all.
+ * @param {Database} db
+ */
 export async function seedPolicies(db) {
   await db.query(`INSERT INTO auth_policies (scope, condition, required_step_up, reason_code, priority)
     SELECT CASE WHEN g <= 50 THEN 'global' WHEN g <= 500 THEN 'app:app-' || (g % 10) ELSE 'merchant:' || (g - 500) END,
@@ -58,6 +77,8 @@ export async function seedPolicies(db) {
  * `count` settled P2P intents among users [first, first + users), spread over the last 30 days,
  * with what the service writes for each: 4 events, 2 history rows, 3 ledger transfers and the
  * balances they add up to.
+ * @param {Database} db
+ * @param {{ first: number, users: number, count: number, amount?: number }} intents
  */
 export async function seedSettledIntents(db, { first, users, count, amount = 100 }) {
   await db.transaction(async (tx) => {
@@ -121,7 +142,10 @@ export async function seedSettledIntents(db, { first, users, count, amount = 100
   await db.exec('ANALYZE intents; ANALYZE transactions; ANALYZE intent_events; ANALYZE ledger_transfers');
 }
 
-/** SQL for a random UUID whose first 6 bytes are `msColumn` (a 6-byte bytea of epoch milliseconds). */
+/**
+ * SQL for a random UUID whose first 6 bytes are `msColumn` (a 6-byte bytea of epoch milliseconds).
+ * @param {string} msColumn
+ */
 function timeUuid(msColumn) {
   return `encode(overlay(uuid_send(gen_random_uuid()) PLACING ${msColumn} FROM 1 FOR 6), 'hex')::uuid`;
 }

@@ -18,7 +18,29 @@ import { limitChecks, loadLimitRules } from '../dist/domain/limits.js';
 import { ledgerAccountId } from '../dist/ledger/account-id.js';
 import { SqlLedger } from '../dist/ledger/sql-ledger.js';
 
-const { databaseUrl, dataDir = '', concurrency = 16, durationS = 15, warmupS = 2, users, withReads = false, amount = 100, fee = 1, batch = 1 } = JSON.parse(process.argv[2]);
+/** @typedef {import('../dist/domain/intents/commit/intent-commit.js').IntentCommit} IntentCommit */
+/** @typedef {import('../dist/domain/accounts.js').AccountRecord} AccountRecord */
+/**
+ * @typedef {object} SqlFloorOptions
+ * @property {string} databaseUrl
+ * @property {string} [dataDir]
+ * @property {number} [concurrency]
+ * @property {number} [durationS]
+ * @property {number} [warmupS]
+ * @property {[first: number, count: number]} users
+ * @property {boolean} [withReads]
+ * @property {number} [amount]
+ * @property {number} [fee]
+ * @property {number} [batch]
+ */
+/**
+ * What the run prints: its JSON line on stdout.
+ * @typedef {{ withReads: boolean, concurrency: number, batch: number, durationS: number, ok: number, failed: number, throughputPerS: number }} SqlFloorResult
+ */
+
+/** @type {SqlFloorOptions} */
+const options = JSON.parse(process.argv[2] ?? 'null');
+const { databaseUrl, dataDir = '', concurrency = 16, durationS = 15, warmupS = 2, users, withReads = false, amount = 100, fee = 1, batch = 1 } = options;
 const [firstUser, userCount] = users;
 const db = await openDatabase(databaseUrl, dataDir);
 const ledger = new SqlLedger();
@@ -27,10 +49,16 @@ const revenueName = 'system.revenue.THB';
 const revenue = ledgerAccountId(revenueName);
 const rules = await loadLimitRules(db, 'P2P_TRANSFER', 'THB');
 const TIMEOUT_S = 1800;
+/** @type {IntentCommit['transitions']} */
 const TRANSITIONS = [
   { from: null, to: 'CREATED' }, { from: 'CREATED', to: 'VALIDATED' }, { from: 'VALIDATED', to: 'AUTHORIZED' }, { from: 'AUTHORIZED', to: 'SETTLED' },
 ];
 
+/**
+ * @param {number} payer
+ * @param {number} recipient
+ * @returns {Promise<IntentCommit>}
+ */
 async function commitOf(payer, recipient) {
   const fromName = `user.${payer}.THB`;
   const toName = `user.${recipient}.THB`;
@@ -41,6 +69,7 @@ async function commitOf(payer, recipient) {
   }
   const id = uuidv7();
   const now = new Date();
+  /** @type {IntentCommit['intent']} */
   const draft = {
     id, idempotencyKey: randomUUID(), serviceId: 'bench-floor', requestFingerprint: createHash('sha256').update(id).digest('hex'),
     userId: payer, operationType: 'P2P_TRANSFER', channel: 'INTERNAL_P2P', fromAccountName: fromName, toAccountName: toName,
@@ -49,13 +78,15 @@ async function commitOf(payer, recipient) {
     metadata: {}, fromName: null, toName: null, comment: null, live: false, expiresAt: null, reservedAt: now, qrSignature: null,
     issuedByUserId: null, transferIds: [],
   };
+  /** @type {import('../dist/domain/intents/money/money-path.js').MoneyPlan} */
   const plan = {
     intentId: id, operationType: 'P2P_TRANSFER', fromLedgerId: ledgerAccountId(fromName), toLedgerId: ledgerAccountId(toName),
     transitLedgerId: transit, amount: BigInt(amount), preFee: BigInt(fee), postFee: 0n, feeLegs: [{ ledgerAccountId: revenue, amount: BigInt(fee) }],
   };
   const transfers = [reserveTransfer(plan, TIMEOUT_S), ...settleTransfers(plan)];
   const checks = limitChecks(rules, { operationType: 'P2P_TRANSFER', amount: BigInt(amount), currency: 'THB', fromUserId: payer, toUserId: recipient }, now);
-  const accounts = { from: { accountName: fromName, userId: payer }, to: { accountName: toName, userId: recipient } };
+  // historyRows reads an account's name and user id only: the floor has no other column to give.
+  const accounts = { from: /** @type {AccountRecord} */ ({ accountName: fromName, userId: payer }), to: /** @type {AccountRecord} */ ({ accountName: toName, userId: recipient }) };
   return {
     intent: { ...draft, transferIds: transfers.map((t) => t.id) },
     guard: { payerUserId: payer, checks },
@@ -65,7 +96,9 @@ async function commitOf(payer, recipient) {
   };
 }
 
+/** @param {ReadonlyArray<readonly [payer: number, recipient: number]>} payers */
 async function settleBatch(payers) {
+  /** @type {IntentCommit[]} */
   const items = [];
   for (const [payer, recipient] of payers) items.push(await commitOf(payer, recipient));
   const outcomes = await db.transaction((tx) => commitBatch(tx, ledger, items));
@@ -86,14 +119,14 @@ await Promise.all(
       const pairs = Array.from({ length: batch }, (_, k) => {
         const payer = firstUser + w + concurrency * ((i + k) % perWorker);
         const recipient = firstUser + ((payer - firstUser + 1 + ((i + k) % (userCount - 1))) % userCount);
-        return [payer, recipient];
+        return /** @type {const} */ ([payer, recipient]);
       });
       try {
         await settleBatch(pairs);
         if (performance.now() >= warmEnd) ok += batch;
       } catch (error) {
         failed += batch;
-        if (failed <= 3 * batch) process.stderr.write(`${error.message}\n`);
+        if (failed <= 3 * batch) process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
       }
     }
   }),

@@ -22,8 +22,23 @@ import pg from 'pg';
 import { openDatabase } from '../dist/adapters/database.js';
 import { DEMO_CONFIG_FILE, readConfigFile, secretsOf } from '../dist/config.js';
 import { formatViolation, runAudit } from '../dist/domain/audit.js';
+import { FINAL_STATUSES } from '../dist/domain/model.js';
 import { signedHeaders } from '../dist/domain/signing.js';
 import { ledgerAccountId } from '../dist/ledger/account-id.js';
+
+/** @typedef {{ child: import('node:child_process').ChildProcess, exited: Promise<number | NodeJS.Signals | null>, match: RegExpExecArray }} Started */
+/** @typedef {{ status: number, body: Record<string, unknown> }} Answer */
+/** @typedef {{ serviceId: string, user: number, body: object }} IntentRequest */
+/** @typedef {[name: string, weight: number, run: (user: number) => Promise<unknown>]} Operation */
+/** @typedef {Map<string, string | null>} Statuses intent id → status; null while unreadable */
+/**
+ * What the simulator's GET /_sim/stats answers (src/adapters/pspx/pspx-simulator.ts).
+ * @typedef {{
+ *   stats: import('../dist/adapters/pspx/pspx-simulator.js').SimulatorStats,
+ *   balance: string,
+ *   payouts: ReturnType<import('../dist/adapters/pspx/pspx-simulator.js').PspxSimulator['payoutReport']>,
+ * }} SimulatorReport
+ */
 
 const root = fileURLToPath(new URL('../', import.meta.url));
 const { values: args } = parseArgs({
@@ -44,7 +59,7 @@ const CLIENTS = Number(args.clients);
 const DATABASE = 'payorch_chaos';
 const STARTUP_MS_MAX = 60_000;
 const REQUEST_TIMEOUT_MS = 15_000;
-/** Pause between two faults, drawn uniformly. */
+/** @type {[min: number, max: number]} Pause between two faults, drawn uniformly. */
 const FAULT_GAP_MS = [8_000, 20_000];
 /** How long a slowed or failing provider stays so. */
 const PROVIDER_FAULT_MS = 8_000;
@@ -61,23 +76,27 @@ const ADMIN_TOKEN = randomBytes(24).toString('base64url');
 const QR_SIGNING_SECRET = randomBytes(24).toString('base64url');
 const REDIS_START = ['--daemonize', 'yes', '--bind', '127.0.0.1', '-::1', '--port', '6379', '--save', '', '--appendonly', 'no', '--dir', '/var/lib/redis', '--logfile', '/var/log/redis/ci.log'];
 const UNREACHABLE_PAUSE_MS = 200;
-const FINAL = new Set(['SETTLED', 'FAILED', 'CANCELED', 'EXPIRED']);
+/** @type {ReadonlySet<string | null>} */
+const FINAL = new Set(FINAL_STATUSES);
 
 const logDir = await mkdtemp(join(tmpdir(), 'payorch-chaos-'));
 const demoConfig = readConfigFile(DEMO_CONFIG_FILE);
 const configFile = join(logDir, 'config.json');
 await writeFile(configFile, JSON.stringify({ ...demoConfig, secrets: Object.fromEntries(Object.keys(demoConfig.secrets).map((id) => [id, randomBytes(24).toString('base64url')])) }));
 const secrets = secretsOf(readConfigFile(configFile));
+/** @param {string} service */
 const secretOf = (service) => secrets.get(service)?.[0] ?? '';
 
 const figures = {
   requests: 0,
+  /** @type {Record<string, number>} */
   answers: {},
   unreachable: 0,
   serviceKills: 0,
   redisRestarts: 0,
   providerFaults: 0,
   intents: 0,
+  /** @type {Record<string, number>} */
   byStatus: {},
   manualReviewResolved: 0,
   confirmsSent: 0,
@@ -92,18 +111,28 @@ const figures = {
 // ---------------------------------------------------------------------------------------------
 // Processes
 
+/** @returns {Promise<number>} */
 function freePort() {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
+      // Listening on a TCP port: the address is always an AddressInfo.
+      const { port } = /** @type {import('node:net').AddressInfo} */ (server.address());
       server.close(() => resolve(port));
     });
     server.on('error', reject);
   });
 }
 
-/** Spawns a node process and resolves with its child once a line matches `ready`. */
+/**
+ * Spawns a node process and resolves with its child once a line matches `ready`.
+ * @param {string} name
+ * @param {string} file
+ * @param {readonly string[]} argv
+ * @param {Record<string, string>} env
+ * @param {RegExp} ready
+ * @returns {Promise<Started>}
+ */
 function startProcess(name, file, argv, env, ready) {
   const log = createWriteStream(join(logDir, `${name}.log`), { flags: 'a' });
   const child = spawn(process.execPath, [file, ...argv], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -111,6 +140,7 @@ function startProcess(name, file, argv, env, ready) {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${name} did not start (log: ${join(logDir, `${name}.log`)})`)), STARTUP_MS_MAX);
     let buffered = '';
+    /** @param {Buffer} chunk */
     const onData = (chunk) => {
       log.write(chunk);
       buffered += chunk.toString();
@@ -138,10 +168,16 @@ async function startSimulator() {
     PSPX_SIM_CONFIRM_HOLD_MS: '3500',
     PSPX_SIM_BALANCE: '100000000000',
   }, /listening on (http:\/\/\S+)/);
-  simulatorUrl = match[1];
+  simulatorUrl = match[1] ?? '';
   return child;
 }
 
+/**
+ * @param {string} method
+ * @param {string} path
+ * @param {object} [body]
+ * @returns {Promise<unknown>}
+ */
 async function simulator(method, path, body) {
   const response = await fetch(`${simulatorUrl}${path}`, {
     method,
@@ -152,6 +188,16 @@ async function simulator(method, path, body) {
   return response.json();
 }
 
+/**
+ * What the simulator was asked and what it paid.
+ * @returns {Promise<SimulatorReport>}
+ */
+async function simulatorReport() {
+  // The simulator is ours: its answer has the shape SimulatorReport takes from its source.
+  return /** @type {SimulatorReport} */ (await simulator('GET', '/_sim/stats'));
+}
+
+/** @type {Started | null} */
 let service = null;
 let servicePort = 0;
 let serviceUrl = '';
@@ -222,6 +268,12 @@ async function ensureRedis() {
 
 /** Workload requests are counted in the figures; the verification's polling is not. */
 let counting = true;
+/**
+ * @param {string} method
+ * @param {string} path
+ * @param {{ service?: string | undefined, user?: number, body?: object, admin?: boolean }} [options]
+ * @returns {Promise<Answer>}
+ */
 async function call(method, path, { service: serviceId = 'wallet-api', user, body, admin = false } = {}) {
   const raw = body === undefined ? '' : JSON.stringify(body);
   const headers = admin ? { authorization: `Bearer ${ADMIN_TOKEN}` } : signedHeaders(serviceId, secretOf(serviceId), method, path, raw, user === undefined ? {} : { userId: user });
@@ -240,6 +292,10 @@ async function call(method, path, { service: serviceId = 'wallet-api', user, bod
     return { status: 0, body: {} };
   }
 }
+/**
+ * @param {string} text
+ * @returns {Record<string, unknown>}
+ */
 function safeJson(text) {
   try {
     return JSON.parse(text);
@@ -248,23 +304,39 @@ function safeJson(text) {
   }
 }
 
-/** Every intent that got a 2xx, with the service that owns it. */
+/** @type {Map<string, string>} Every intent that got a 2xx, with the service that owns it. */
 const tracked = new Map();
+/**
+ * @param {Answer} res
+ * @param {string} serviceId
+ */
 function track(res, serviceId) {
   if (res.status >= 200 && res.status < 300 && typeof res.body.intentId === 'string') tracked.set(res.body.intentId, serviceId);
 }
 
-const pick = (list) => list[Math.floor(Math.random() * list.length)];
+/**
+ * @template T
+ * @param {readonly T[]} list
+ * @returns {T}
+ */
+const pick = (list) => {
+  const item = list[Math.floor(Math.random() * list.length)];
+  if (item === undefined) throw new Error('pick: the list is empty');
+  return item;
+};
 const amount = () => 100 + Math.floor(Math.random() * 20_000);
+/** @param {number} user */
 const otherThan = (user) => pick(USERS.filter((u) => u !== user));
 
-/** Recent requests, for replays with the same key. */
+/** @type {IntentRequest[]} Recent requests, for replays with the same key. */
 const recent = [];
+/** @param {IntentRequest} request */
 function remember(request) {
   recent.push(request);
   if (recent.length > 200) recent.shift();
 }
 
+/** @type {string[]} */
 const openInvoices = [];
 
 /**
@@ -280,7 +352,7 @@ function receiverEnding() {
   return pick(['1234', '5678', '0001']);
 }
 
-/** One operation of the mixed workload: [name, weight, run]. */
+/** @type {[Operation, ...Operation[]]} One operation of the mixed workload: [name, weight, run]. */
 const OPERATIONS = [
   ['p2p', 8, (u) => intent('wallet-api', u, { operationType: 'P2P_TRANSFER', amount: amount(), recipientUserId: otherThan(u) })],
   ['topup', 3, (u) => intent('wallet-api', u, { operationType: 'QP_TOPUP', amount: amount() })],
@@ -307,6 +379,11 @@ function drawOperation() {
   return OPERATIONS[0];
 }
 
+/**
+ * @param {string} serviceId
+ * @param {number} user
+ * @param {object} body
+ */
 async function intent(serviceId, user, body) {
   const request = { serviceId, user, body: { idempotencyKey: randomUUID(), ...body } };
   remember(request);
@@ -319,9 +396,10 @@ async function issueInvoice() {
   // Short lives, so that some invoices expire within the run.
   const ttlSeconds = pick([3, 5, 30, 60]);
   const res = await intent('wallet-api', MERCHANT, { operationType: 'INVOICE_PAYMENT', amount: amount(), toLedgerAccountId: ledgerAccountId(`merchant.${MERCHANT}.THB`), metadata: { ttlSeconds } });
-  if (res.status === 201) openInvoices.push(res.body.intentId);
+  if (res.status === 201 && typeof res.body.intentId === 'string') openInvoices.push(res.body.intentId);
 }
 
+/** @param {number} payer */
 async function confirmInvoice(payer) {
   const id = openInvoices.shift();
   if (id === undefined) return issueInvoice();
@@ -339,12 +417,13 @@ async function cancelInvoice() {
 }
 
 async function replay() {
+  if (recent.length === 0) return;
   const request = pick(recent);
-  if (request === undefined) return;
   const res = await call('POST', '/intents', { service: request.serviceId, user: request.user, body: request.body });
   track(res, request.serviceId);
 }
 
+/** @param {number} user */
 async function duplicate(user) {
   const body = { idempotencyKey: randomUUID(), operationType: 'P2P_TRANSFER', amount: amount(), recipientUserId: otherThan(user) };
   remember({ serviceId: 'wallet-api', user, body });
@@ -352,6 +431,7 @@ async function duplicate(user) {
   for (const res of answers) track(res, 'wallet-api');
 }
 
+/** @param {number} deadline */
 async function client(deadline) {
   while (Date.now() < deadline) {
     const [, , run] = drawOperation();
@@ -364,7 +444,9 @@ async function client(deadline) {
 // Faults
 
 let restarting = Promise.resolve();
+/** @param {number} deadline */
 async function faults(deadline) {
+  /** @type {string[]} */
   const log = [];
   while (Date.now() < deadline) {
     await sleep(FAULT_GAP_MS[0] + Math.random() * (FAULT_GAP_MS[1] - FAULT_GAP_MS[0]));
@@ -425,6 +507,10 @@ async function recreateDatabase() {
   serviceDatabaseUrl = url.toString();
 }
 
+/**
+ * @param {Answer} res
+ * @param {string} what
+ */
 async function must(res, what) {
   if (res.status < 200 || res.status >= 300) throw new Error(`${what}: ${res.status} ${JSON.stringify(res.body)}`);
   return res;
@@ -445,12 +531,14 @@ async function seed() {
 }
 
 /** Statuses of every tracked intent, read from the database in one query (thousands of GETs a second would be load of their own). */
+/** @returns {Promise<Statuses>} */
 async function statuses() {
   const db = await openDatabase(serviceDatabaseUrl, '');
   try {
     const { rows } = await db.query('SELECT id, status FROM intents WHERE id = ANY($1::uuid[])', [[...tracked.keys()]]);
+    /** @type {Statuses} */
     const result = new Map([...tracked.keys()].map((id) => [id, null]));
-    for (const row of rows) result.set(row.id, row.status);
+    for (const row of rows) result.set(String(row.id), String(row.status));
     return result;
   } finally {
     await db.close();
@@ -458,6 +546,7 @@ async function statuses() {
 }
 
 /** One intent through the API, as its owner sees it: the final check does not trust the database alone. */
+/** @param {string} id */
 async function statusOf(id) {
   const res = await call('GET', `/intents/${id}`, { service: tracked.get(id) });
   return res.status === 200 ? res.body.status : null;
@@ -467,6 +556,10 @@ async function statusOf(id) {
  * Polls until `done` holds, giving up only when the count of intents still to go has not fallen
  * for QUIET_MS_MAX: the backlog the workers drain grows with the workload's throughput, so a
  * fixed deadline would end a run whose workers are still making progress.
+ */
+/**
+ * @param {(current: Statuses) => boolean} done
+ * @param {(current: Statuses) => number} stillToGo
  */
 async function waitWhileProgressing(done, stillToGo) {
   let current = await statuses();
@@ -485,13 +578,18 @@ async function waitWhileProgressing(done, stillToGo) {
   return current;
 }
 
+/**
+ * @param {Statuses} current
+ * @param {(status: string | null) => boolean} [alsoDone]
+ */
 const pendingCount = (current, alsoDone = () => false) => [...current.values()].filter((s) => !FINAL.has(s) && !alsoDone(s)).length;
 
 /** Waits until nothing is left but final intents and MANUAL_REVIEW; resolves those by what the provider paid. */
 async function settleEverything() {
+  /** @param {Statuses} current */
   const workersQuiet = (current) => pendingCount(current, (s) => s === 'MANUAL_REVIEW') === 0;
   const current = await waitWhileProgressing(workersQuiet, (c) => pendingCount(c, (s) => s === 'MANUAL_REVIEW'));
-  const report = (await simulator('GET', '/_sim/stats')).payouts;
+  const report = (await simulatorReport()).payouts;
   for (const [id, status] of current) {
     if (status !== 'MANUAL_REVIEW') continue;
     const resolution = report[id]?.paid === true ? 'CONFIRMED' : 'FAILED';
@@ -501,8 +599,9 @@ async function settleEverything() {
   return waitWhileProgressing((c) => pendingCount(c) === 0, (c) => pendingCount(c));
 }
 
+/** @param {Statuses} final */
 async function verdict(final) {
-  const report = await simulator('GET', '/_sim/stats');
+  const report = await simulatorReport();
   figures.confirmsSent = report.stats.confirms;
   for (const [id, payout] of Object.entries(report.payouts)) {
     if (payout.confirms > 1) figures.duplicateConfirms += 1;
@@ -525,6 +624,10 @@ async function verdict(final) {
   }
 }
 
+/**
+ * @param {number} durationS
+ * @param {string} startedAt
+ */
 function figuresTable(durationS, startedAt) {
   const rows = [
     ['run', `${startedAt}, ${durationS} s, ${CLIENTS} clients, PostgreSQL + Redis, standalone PSPX simulator`],
@@ -548,6 +651,7 @@ function figuresTable(durationS, startedAt) {
   return ['| Figure | Value |', '| --- | --- |', ...rows.map(([k, v]) => `| ${k} | ${v} |`)].join('\n');
 }
 
+/** @param {string} table */
 async function writeDocs(table) {
   const file = join(root, 'docs/RELIABILITY.md');
   const text = await readFile(file, 'utf8').catch(() => '');

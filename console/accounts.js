@@ -1,23 +1,27 @@
 // Account look-up: balance and recent history of one ledger account (GET /admin/accounts/{name}).
 import { useEffect, useState } from 'preact/hooks';
 import { api } from './api.js';
-import { ErrorNote, intentLink, money, time } from './format.js';
+import { ErrorNote, intentLink, money, time, withValue } from './format.js';
 import { html } from './html.js';
 
+/** @typedef {import('./api.js').AdminAccount} AdminAccount */
+
+/** @param {{ name: string | null }} props */
 export function AccountLookup({ name }) {
   const [draft, setDraft] = useState(name ?? '');
-  const [account, setAccount] = useState(null);
-  const [error, setError] = useState(null);
+  const [account, setAccount] = useState(/** @type {AdminAccount | null} */ (null));
+  const [error, setError] = useState(/** @type {unknown} */ (null));
 
   useEffect(() => {
     setDraft(name ?? '');
     setAccount(null);
     setError(null);
     if (name === null) return;
-    api(`/admin/accounts/${encodeURIComponent(name)}`).then(setAccount, setError);
+    /** @type {Promise<AdminAccount>} */ (api(`/admin/accounts/${encodeURIComponent(name)}`)).then(setAccount, setError);
   }, [name]);
 
   // The name goes into the hash, so a look-up can be bookmarked and intent pages can link to it.
+  /** @param {SubmitEvent} event */
   const submit = (event) => {
     event.preventDefault();
     location.hash = `#/accounts/${encodeURIComponent(draft.trim())}`;
@@ -28,7 +32,7 @@ export function AccountLookup({ name }) {
     <form class="filters" onSubmit=${submit} aria-label="Account look-up">
       <div class="field">
         <label for="account-name">Account name or ledger id</label>
-        <input id="account-name" required placeholder="user.42.THB" value=${draft} onInput=${(e) => setDraft(e.currentTarget.value)} />
+        <input id="account-name" required placeholder="user.42.THB" value=${draft} onInput=${withValue(setDraft)} />
       </div>
       <div class="actions"><button type="submit">Look up</button></div>
     </form>
@@ -36,6 +40,7 @@ export function AccountLookup({ name }) {
     ${account ? html`<${Account} account=${account} />` : null}`;
 }
 
+/** @param {{ account: AdminAccount }} props */
 function Account({ account }) {
   return html`
     <dl class="facts">

@@ -2,12 +2,54 @@
 // sent as a bearer header, never in a URL (where logs and history would keep it) or a cookie.
 const TOKEN_KEY = 'payorch.adminToken';
 
+/*
+ * The admin API's answers, as far as the console reads them. The server's schemas are the source
+ * (src/http/routes/admin/intents.ts, resolve.ts, accounts.ts, audit.ts);
+ * amounts are satang in decimal strings, times ISO 8601.
+ */
+/**
+ * @typedef {object} AdminIntent
+ * @property {string} intentId
+ * @property {string} serviceId
+ * @property {string} operationType
+ * @property {string} channel
+ * @property {string} status
+ * @property {string | null} pspState
+ * @property {string} amount
+ * @property {string} currency
+ * @property {string} preFeeAmount
+ * @property {string} postFeeAmount
+ * @property {string | null} fromAccount
+ * @property {string} toAccount
+ * @property {string | null} externalRef
+ * @property {string | null} failureReason
+ * @property {string | null} settlementDate
+ * @property {Record<string, unknown>} metadata
+ * @property {number} version
+ * @property {string} createdAt
+ * @property {string} updatedAt
+ */
+/** @typedef {{ id: number, statusFrom: string | null, statusTo: string, reason: string | null, payload: Record<string, unknown> | null, createdAt: string }} AdminIntentEvent */
+/** @typedef {AdminIntent & { events: AdminIntentEvent[] }} AdminIntentWithEvents */
+/** @typedef {{ intents: AdminIntent[], nextCursor: string | null }} IntentPage */
+/** @typedef {{ intentId: string, status: string, resolution: 'CONFIRMED' | 'FAILED', queuedJob: string | null }} ResolveAnswer */
+/** @typedef {import('typebox').Static<typeof import('../dist/http/schemas.js').HistoryEntry>} HistoryEntry */
+/** @typedef {{ accountName: string, accountType: string, userId: number | null, currency: string, balance: string, transactions: HistoryEntry[] }} AdminAccount */
+/** @typedef {{ check: string, detail: string, intentId?: string, account?: string }} AuditViolation */
+/** @typedef {{ ok: boolean, checkedAt: string, violations: AuditViolation[] }} AuditAnswer */
+
 export const readToken = () => sessionStorage.getItem(TOKEN_KEY);
+/** @param {string} token */
 export const saveToken = (token) => sessionStorage.setItem(TOKEN_KEY, token);
 export const forgetToken = () => sessionStorage.removeItem(TOKEN_KEY);
 
 /** An answer other than 2xx, with the service's error code and message (docs/rules.md, Error bodies). */
 export class ApiError extends Error {
+  /**
+   * @param {number} status
+   * @param {string} code
+   * @param {string} message
+   */
   constructor(status, code, message) {
     super(message);
     this.status = status;
@@ -15,13 +57,25 @@ export class ApiError extends Error {
   }
 }
 
+/** @type {() => void} */
 let onUnauthorized = () => {};
-/** Called on any 401, so that a token revoked mid-session sends the operator back to the sign-in form. */
+/**
+ * Called on any 401, so that a token revoked mid-session sends the operator back to the sign-in form.
+ * @param {() => void} callback
+ */
 export const whenUnauthorized = (callback) => {
   onUnauthorized = callback;
 };
 
+/**
+ * The answer of the admin API route at `path`, typed by the caller as that route's answer above.
+ * @template T
+ * @param {string} path
+ * @param {{ method?: string, body?: object, token?: string | null }} [options]
+ * @returns {Promise<T>}
+ */
 export async function api(path, { method = 'GET', body, token = readToken() } = {}) {
+  /** @type {Record<string, string>} */
   const headers = { authorization: `Bearer ${token ?? ''}` };
   if (body !== undefined) headers['content-type'] = 'application/json';
   const response = await fetch(path, {
@@ -36,7 +90,10 @@ export async function api(path, { method = 'GET', body, token = readToken() } = 
   throw new ApiError(response.status, data?.error ?? 'HTTP_ERROR', data?.message ?? response.statusText);
 }
 
-/** `?a=1&b=2` of the parameters that have a value ('' and undefined are left out). */
+/**
+ * `?a=1&b=2` of the parameters that have a value ('' and undefined are left out).
+ * @param {Record<string, string | number | null | undefined>} params
+ */
 export function queryString(params) {
   const query = new URLSearchParams();
   for (const [name, value] of Object.entries(params)) {

@@ -5,7 +5,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, forgetToken, readToken, saveToken, whenUnauthorized } from './api.js';
 import { AccountLookup } from './accounts.js';
 import { AuditStatus } from './audit.js';
-import { ErrorNote } from './format.js';
+import { ErrorNote, withValue } from './format.js';
 import { html } from './html.js';
 import { IntentDetail, IntentList } from './intents.js';
 import { ReviewQueue } from './review.js';
@@ -17,7 +17,13 @@ const SECTIONS = [
   { path: 'audit', label: 'Invariant audit' },
 ];
 
-/** `#/intents/ID` → { section: 'intents', arg: 'ID' }; anything unknown shows the intents list. */
+/** @typedef {{ section: string, arg: string | null }} Route */
+
+/**
+ * `#/intents/ID` → { section: 'intents', arg: 'ID' }; anything unknown shows the intents list.
+ * @param {string} hash
+ * @returns {Route}
+ */
 function parseHash(hash) {
   const [section = '', ...rest] = hash.replace(/^#\/?/, '').split('/');
   const known = SECTIONS.some((s) => s.path === section);
@@ -34,10 +40,12 @@ function useRoute() {
   return route;
 }
 
+/** @param {{ onAccepted: () => void }} props */
 function TokenForm({ onAccepted }) {
   const [token, setToken] = useState('');
-  const [error, setError] = useState(null);
+  const [error, setError] = useState(/** @type {unknown} */ (null));
   const [busy, setBusy] = useState(false);
+  /** @param {SubmitEvent} event */
   const submit = async (event) => {
     event.preventDefault();
     setBusy(true);
@@ -58,7 +66,7 @@ function TokenForm({ onAccepted }) {
       <h1>payorch console</h1>
       <form onSubmit=${submit}>
         <label for="admin-token">Admin token</label>
-        <input id="admin-token" type="password" autocomplete="off" required value=${token} onInput=${(e) => setToken(e.currentTarget.value)} />
+        <input id="admin-token" type="password" autocomplete="off" required value=${token} onInput=${withValue(setToken)} />
         <button type="submit" disabled=${busy}>Open console</button>
         <p class="hint">Kept in this tab's session storage only and sent as a bearer token.</p>
         <${ErrorNote} error=${error} />
@@ -66,6 +74,7 @@ function TokenForm({ onAccepted }) {
     </main>`;
 }
 
+/** @param {{ route: Route }} props */
 function Section({ route }) {
   switch (route.section) {
     case 'intents':
@@ -101,4 +110,6 @@ function App() {
     <main><${Section} route=${route} /></main>`;
 }
 
-render(html`<${App} />`, document.getElementById('root'));
+const root = document.getElementById('root');
+if (root === null) throw new Error('console/index.html: no #root element');
+render(html`<${App} />`, root);

@@ -4,14 +4,16 @@ import { api } from './api.js';
 import { ErrorNote, intentLink, time } from './format.js';
 import { html } from './html.js';
 
+/** @typedef {import('./api.js').AuditAnswer} AuditAnswer */
+
 export function AuditStatus() {
-  const [result, setResult] = useState(null);
-  const [error, setError] = useState(null);
+  const [result, setResult] = useState(/** @type {AuditAnswer | null} */ (null));
+  const [error, setError] = useState(/** @type {unknown} */ (null));
   const [busy, setBusy] = useState(false);
   const run = useCallback(async () => {
     setBusy(true);
     try {
-      setResult(await api('/admin/audit'));
+      setResult(await /** @type {Promise<AuditAnswer>} */ (api('/admin/audit')));
       setError(null);
     } catch (caught) {
       setError(caught);
@@ -28,6 +30,7 @@ export function AuditStatus() {
     ${result ? html`<${AuditResult} result=${result} />` : null}`;
 }
 
+/** @param {{ result: AuditAnswer }} props */
 function AuditResult({ result }) {
   const summary = result.ok ? 'All invariants hold' : `${result.violations.length} violation(s) found`;
   return html`

@@ -1,9 +1,15 @@
 // Display helpers. Amounts arrive as satang in decimal strings; BigInt keeps them exact.
+import { ApiError } from './api.js';
 import { html } from './html.js';
 import { FINAL_STATUSES } from './model.js';
 
-export const isFinal = (status) => FINAL_STATUSES.includes(status);
+/** @param {string} status */
+export const isFinal = (status) => /** @type {readonly string[]} */ (FINAL_STATUSES).includes(status);
 
+/**
+ * @param {string | null | undefined} satang
+ * @param {string} [currency]
+ */
 export function money(satang, currency = 'THB') {
   if (satang === null || satang === undefined) return '';
   const value = BigInt(satang);
@@ -14,13 +20,30 @@ export function money(satang, currency = 'THB') {
 }
 
 /** UTC, to the second: operators compare these with log lines, which are UTC too. */
+/** @param {string | null | undefined} iso */
 export const time = (iso) => (iso ? `${iso.slice(0, 10)} ${iso.slice(11, 19)}Z` : '');
 
+/** @param {string} id */
 export const shortId = (id) => id.slice(0, 8);
 
+/** @param {string} id */
 export const intentLink = (id) => html`<a href=${`#/intents/${id}`} title=${id}><code>${shortId(id)}</code></a>`;
+/** @param {string | null} name */
 export const accountLink = (name) => (name ? html`<a href=${`#/accounts/${encodeURIComponent(name)}`}>${name}</a>` : '—');
 
+/** @param {string} status */
 export const statusBadge = (status) => html`<span class=${`badge status-${status}`}>${status}</span>`;
 
-export const ErrorNote = ({ error }) => (error ? html`<p class="error" role="alert">${error.code ? `${error.code}: ` : ''}${error.message}</p>` : null);
+/**
+ * What went wrong, with the service's error code when the admin API answered one.
+ * @param {{ error: unknown }} props
+ */
+export const ErrorNote = ({ error }) =>
+  error instanceof Error ? html`<p class="error" role="alert">${error instanceof ApiError ? `${error.code}: ` : ''}${error.message}</p>` : null;
+
+/**
+ * An input's handler that passes on the field's value.
+ * @param {(value: string) => void} set
+ * @returns {(event: import('preact').TargetedEvent<HTMLInputElement | HTMLSelectElement>) => void}
+ */
+export const withValue = (set) => (event) => set(event.currentTarget.value);

@@ -1,10 +1,14 @@
 // The intents list (filters, cursor paging) and one intent with its audit timeline.
 import { useCallback, useEffect, useState } from 'preact/hooks';
 import { api, queryString } from './api.js';
-import { accountLink, ErrorNote, intentLink, isFinal, money, statusBadge, time } from './format.js';
+import { accountLink, ErrorNote, intentLink, isFinal, money, statusBadge, time, withValue } from './format.js';
 import { html } from './html.js';
 import { CHANNELS, INTENT_STATUSES, OPERATION_TYPES } from './model.js';
 import { ResolveForm } from './resolve.js';
+
+/** @typedef {import('./api.js').AdminIntent} AdminIntent */
+/** @typedef {import('./api.js').AdminIntentWithEvents} AdminIntentWithEvents */
+/** @typedef {typeof EMPTY_FILTERS} IntentFilters */
 
 const PAGE_SIZE = 50;
 /**
@@ -16,23 +20,30 @@ const POLL_INTERVAL_MS = 2000;
 
 const EMPTY_FILTERS = { status: '', operationType: '', channel: '', serviceId: '', createdFrom: '', createdTo: '' };
 
-/** datetime-local gives local wall time without a zone; the API wants ISO 8601. */
+/**
+ * datetime-local gives local wall time without a zone; the API wants ISO 8601.
+ * @param {string} local
+ */
 const isoOf = (local) => (local === '' ? '' : new Date(local).toISOString());
 
+/** @param {{ id: string, label: string, options: readonly string[], value: string, onChange: (value: string) => void }} props */
 function Select({ id, label, options, value, onChange }) {
   return html`
     <div class="field">
       <label for=${id}>${label}</label>
-      <select id=${id} value=${value} onChange=${(e) => onChange(e.currentTarget.value)}>
+      <select id=${id} value=${value} onChange=${withValue(onChange)}>
         <option value="">any</option>
         ${options.map((option) => html`<option value=${option}>${option}</option>`)}
       </select>
     </div>`;
 }
 
+/** @param {{ initial: IntentFilters, onApply: (filters: IntentFilters) => void }} props */
 function Filters({ initial, onApply }) {
   const [draft, setDraft] = useState(initial);
-  const set = (name) => (value) => setDraft({ ...draft, [name]: value });
+  /** @param {keyof IntentFilters} name */
+  const set = (name) => (/** @type {string} */ value) => setDraft({ ...draft, [name]: value });
+  /** @param {SubmitEvent} event */
   const submit = (event) => {
     event.preventDefault();
     onApply(draft);
@@ -48,15 +59,15 @@ function Filters({ initial, onApply }) {
       <${Select} id="f-channel" label="Channel" options=${CHANNELS} value=${draft.channel} onChange=${set('channel')} />
       <div class="field">
         <label for="f-service">Service id</label>
-        <input id="f-service" value=${draft.serviceId} onInput=${(e) => set('serviceId')(e.currentTarget.value)} />
+        <input id="f-service" value=${draft.serviceId} onInput=${withValue(set('serviceId'))} />
       </div>
       <div class="field">
         <label for="f-from">Created from (local time)</label>
-        <input id="f-from" type="datetime-local" value=${draft.createdFrom} onInput=${(e) => set('createdFrom')(e.currentTarget.value)} />
+        <input id="f-from" type="datetime-local" value=${draft.createdFrom} onInput=${withValue(set('createdFrom'))} />
       </div>
       <div class="field">
         <label for="f-to">Created before (local time)</label>
-        <input id="f-to" type="datetime-local" value=${draft.createdTo} onInput=${(e) => set('createdTo')(e.currentTarget.value)} />
+        <input id="f-to" type="datetime-local" value=${draft.createdTo} onInput=${withValue(set('createdTo'))} />
       </div>
       <div class="actions">
         <button type="submit">Apply filters</button>
@@ -65,6 +76,7 @@ function Filters({ initial, onApply }) {
     </form>`;
 }
 
+/** @param {{ intents: readonly AdminIntent[], caption: string, actions?: (intent: AdminIntent) => unknown }} props */
 export function IntentTable({ intents, caption, actions }) {
   return html`
     <table>
@@ -92,16 +104,17 @@ export function IntentTable({ intents, caption, actions }) {
 
 export function IntentList() {
   const [filters, setFilters] = useState(EMPTY_FILTERS);
-  const [intents, setIntents] = useState([]);
-  const [nextCursor, setNextCursor] = useState(null);
-  const [error, setError] = useState(null);
+  const [intents, setIntents] = useState(/** @type {AdminIntent[]} */ ([]));
+  const [nextCursor, setNextCursor] = useState(/** @type {string | null} */ (null));
+  const [error, setError] = useState(/** @type {unknown} */ (null));
   const [loading, setLoading] = useState(false);
 
-  const load = useCallback(async (cursor) => {
+  const load = useCallback(async (/** @type {string | undefined} */ cursor) => {
     setLoading(true);
     setError(null);
     try {
       const query = { ...filters, createdFrom: isoOf(filters.createdFrom), createdTo: isoOf(filters.createdTo), limit: PAGE_SIZE, cursor };
+      /** @type {import('./api.js').IntentPage} */
       const page = await api(`/admin/intents${queryString(query)}`);
       setIntents((shown) => (cursor === undefined ? page.intents : [...shown, ...page.intents]));
       setNextCursor(page.nextCursor);
@@ -124,13 +137,16 @@ export function IntentList() {
     </p>`;
 }
 
-/** Re-reads the intent until its status is final; the timeline grows as the workers move it. */
+/**
+ * Re-reads the intent until its status is final; the timeline grows as the workers move it.
+ * @param {string} id
+ */
 function useIntent(id) {
-  const [intent, setIntent] = useState(null);
-  const [error, setError] = useState(null);
+  const [intent, setIntent] = useState(/** @type {AdminIntentWithEvents | null} */ (null));
+  const [error, setError] = useState(/** @type {unknown} */ (null));
   const reload = useCallback(async () => {
     try {
-      setIntent(await api(`/admin/intents/${encodeURIComponent(id)}`));
+      setIntent(await /** @type {Promise<AdminIntentWithEvents>} */ (api(`/admin/intents/${encodeURIComponent(id)}`)));
       setError(null);
     } catch (caught) {
       setError(caught);
@@ -149,6 +165,7 @@ function useIntent(id) {
   return { intent, error, reload, moving };
 }
 
+/** @param {{ intent: AdminIntent }} props */
 function Facts({ intent }) {
   const facts = [
     ['Intent id', html`<code>${intent.intentId}</code>`],
@@ -169,6 +186,7 @@ function Facts({ intent }) {
   return html`<dl class="facts">${facts.map(([term, value]) => html`<dt>${term}</dt><dd>${value}</dd>`)}</dl>`;
 }
 
+/** @param {{ events: readonly import('./api.js').AdminIntentEvent[] }} props */
 function Timeline({ events }) {
   return html`
     <table class="timeline">
@@ -185,6 +203,7 @@ function Timeline({ events }) {
     </table>`;
 }
 
+/** @param {{ id: string }} props */
 export function IntentDetail({ id }) {
   const { intent, error, reload, moving } = useIntent(id);
   if (intent === null) return html`<h2>Intent</h2><${ErrorNote} error=${error} />${error ? null : html`<p>Loading…</p>`}`;

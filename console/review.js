@@ -9,12 +9,16 @@ import { ResolveForm } from './resolve.js';
 /** The API's page maximum; a longer queue is an incident, and the intents list pages through it. */
 const QUEUE_SIZE_MAX = 100;
 
+/** @typedef {import('./api.js').AdminIntent} AdminIntent */
+
 export function ReviewQueue() {
-  const [intents, setIntents] = useState(null);
-  const [error, setError] = useState(null);
+  const [intents, setIntents] = useState(/** @type {AdminIntent[] | null} */ (null));
+  const [error, setError] = useState(/** @type {unknown} */ (null));
   const load = useCallback(async () => {
     try {
-      setIntents((await api(`/admin/intents?status=MANUAL_REVIEW&limit=${QUEUE_SIZE_MAX}`)).intents);
+      /** @type {import('./api.js').IntentPage} */
+      const page = await api(`/admin/intents?status=MANUAL_REVIEW&limit=${QUEUE_SIZE_MAX}`);
+      setIntents(page.intents);
       setError(null);
     } catch (caught) {
       setError(caught);
@@ -34,5 +38,5 @@ export function ReviewQueue() {
     <${ErrorNote} error=${error} />
     ${intents === null
       ? html`<p>Loading…</p>`
-      : html`<${IntentTable} intents=${intents} caption="Intents in MANUAL_REVIEW, newest first" actions=${(intent) => html`<${ResolveForm} intent=${intent} />`} />`}`;
+      : html`<${IntentTable} intents=${intents} caption="Intents in MANUAL_REVIEW, newest first" actions=${(/** @type {AdminIntent} */ intent) => html`<${ResolveForm} intent=${intent} />`} />`}`;
 }

@@ -81,8 +81,8 @@ BEGIN
 END $$;
 
 -- 001's version joined ledger_accounts without restricting it to p_accounts, so the planner
--- hash-joined every account: a sequential scan per ledger batch, 10 ms of a 15 ms batch with
--- 21,000 accounts (docs/PERFORMANCE.md), growing with the number of accounts. Naming the
+-- hash-joined every account: a sequential scan per ledger batch, most of the batch's time and
+-- growing with the number of accounts (see docs/PERFORMANCE.md, Migrations). Naming the
 -- accounts on both sides of the join lets both use their primary keys. Same rows, same order.
 CREATE OR REPLACE FUNCTION ledger_lock_balances(p_accounts uuid[]) RETURNS void
 LANGUAGE plpgsql AS $$
@@ -99,7 +99,7 @@ END $$;
 
 -- 8 shards were not enough: with 16 payments in flight, two or more transactions picked the same
 -- shard of the transit and revenue accounts most of the time and queued on its row lock for the
--- rest of their transaction (ledger_lock_balances held 42 ms on average; docs/PERFORMANCE.md).
+-- rest of their transaction (see docs/PERFORMANCE.md, Migrations).
 -- 32 shards make that the exception. Reads sum 32 small rows per hot account, which is cheap.
 CREATE OR REPLACE FUNCTION ledger_unguarded_shard_count() RETURNS integer
 LANGUAGE sql IMMUTABLE AS $$ SELECT 32 $$;

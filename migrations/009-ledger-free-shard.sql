@@ -1,14 +1,13 @@
 -- This migration's function is superseded: its current definition is in sql/ledger/02-shards.sql.
 -- A transaction writes unguarded accounts on a shard no other transaction holds (docs/PERFORMANCE.md).
 --
--- 006 picked the shard at random: with four batches in flight, two of them drew the same shard of
--- the transit and revenue accounts about one time in ten, and the later one waited on the earlier
--- one's row locks until it committed (sampled at 1,000 intents/s: a third of the backends' lock
--- waits were on those shards). Each transaction now claims a shard with a transaction-scoped
--- advisory lock, starting from a random one and moving on while they are taken; only when every
--- shard is claimed does it share one and wait, as before. The claim is made by the first ledger
--- statement of the transaction (ledger_lock_balances), outside any linked chain's sub-transaction,
--- so a chain's rollback cannot release it.
+-- 006 picked the shard at random: with batches in flight, two of them drew the same shard of the
+-- transit and revenue accounts often enough that the later one's waits on the earlier one's row
+-- locks showed under load (see docs/PERFORMANCE.md, Migrations). Each transaction now claims a
+-- shard with a transaction-scoped advisory lock, starting from a random one and moving on while
+-- they are taken; only when every shard is claimed does it share one and wait, as before. The
+-- claim is made by the first ledger statement of the transaction (ledger_lock_balances), outside
+-- any linked chain's sub-transaction, so a chain's rollback cannot release it.
 CREATE OR REPLACE FUNCTION ledger_transaction_shard() RETURNS smallint
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE

@@ -2,8 +2,8 @@
 -- A batch of transfers that applies in full is written with a few set statements (docs/PERFORMANCE.md).
 --
 -- ledger_run_batch applies events one by one in PL/pgSQL: per transfer about a dozen statements
--- (look-ups, the insert, one update per guarded side, a pending transfer's status), ~0.3 ms of
--- the database's CPU per transfer, three to four transfers per settled intent. Nearly every batch
+-- (look-ups, the insert, one update per guarded side, a pending transfer's status), three to four
+-- transfers per settled intent (see docs/PERFORMANCE.md, Migrations). Nearly every batch
 -- that group commit sends applies in full, and for such a batch the order of events matters
 -- only to the guarded accounts' checks, which running sums in batch order decide exactly.
 --

@@ -11,6 +11,8 @@ import { createPspxClient } from '../dist/adapters/pspx/pspx-client.js';
 import { loadConfig } from '../dist/config.js';
 import { createFeeEngine } from '../dist/domain/fees/index.js';
 import { SqlLedger } from '../dist/ledger/sql-ledger.js';
+// The plugin's types add swagger() to the Fastify instance; the app registers the plugin itself.
+/** @import {} from '@fastify/swagger' */
 
 const target = fileURLToPath(new URL('../docs/openapi.json', import.meta.url));
 

@@ -10,10 +10,9 @@ import type { Database } from './database.js';
 /**
  * When a read leaves. 'at-once': while it is on its way over the network the next one fills.
  * 'end-of-turn': it waits for the requests parsed in the same event-loop turn, for embedded
- * PGlite, which answers within the turn a read is sent in: sent at once, every read had one
- * caller and a third of PGlite's statements were these reads (319 intents/s at 8 in flight, 440
- * with 'end-of-turn'). On PostgreSQL 'end-of-turn' lost a quarter of the saturated throughput
- * (docs/PERFORMANCE.md).
+ * PGlite, which answers within the turn a read is sent in: sent at once, every read there had
+ * one caller. On PostgreSQL 'end-of-turn' cost saturated throughput (see docs/PERFORMANCE.md,
+ * Shared reads).
  */
 export type Departure = 'at-once' | 'end-of-turn';
 

@@ -16,10 +16,9 @@ import { HARDEN_SOURCE, harnessSource, ruleSource } from './sandbox-realm.js';
  * Isolation choice: ONE hardened context shared by all compiled rules, not one context per
  * rule. At creation every built-in the context can reach is deep-frozen (see HARDEN_SOURCE),
  * so a rule can only create and change its own objects and cannot change what another rule
- * sees. One context per rule would isolate by construction, but a context costs ~0.5 ms to
- * create and ~35 KiB of QuickJS heap (measured), so the compiled-rule cache (up to 1,000
- * rules) would need ~35 MiB against a 16 MiB runtime limit; a runtime per rule costs more
- * still. In the shared context the hardening costs ~65 KiB once and each rule ~0.4 KiB.
+ * sees. One context per rule would isolate by construction, but a full compiled-rule cache of
+ * contexts would not fit the runtime's memory limit, and a runtime per rule costs more still
+ * (see docs/PERFORMANCE.md, Fee sandbox).
  *
  * After a time-out, an out-of-memory or a stack overflow the whole runtime is discarded and
  * rebuilt lazily; compiled expressions recompile themselves into the new context on their
@@ -37,9 +36,9 @@ function cpuNowMs(): number {
 }
 
 /**
- * The latest reading of the CPU clock, shared by the evaluations that start soon after it.
- * Reading it is a system call (getrusage: ~3 µs, more on a busy machine); one per evaluation was
- * 2 % of the service's samples at 500 intents/s.
+ * The latest reading of the CPU clock, shared by the evaluations that start soon after it:
+ * reading it is a system call, and one per evaluation showed in the service's profile (see
+ * docs/PERFORMANCE.md, Fee sandbox).
  */
 let latestReading = { cpuMs: cpuNowMs(), wallMs: performance.now() };
 const READING_REUSE_MS = 5;
@@ -118,11 +117,9 @@ export const TIMEOUT_MS_DEFAULT = 100;
 export const MEMORY_BYTES_MAX_DEFAULT = 16 * 1024 * 1024;
 /**
  * QuickJS measures its stack in WebAssembly linear memory, but each QuickJS frame also uses
- * host (V8) stack, several times more for the parser. Measured on Node 20: with 64 KiB a
- * deeply nested expression overflowed the host stack (a RangeError that escapes QuickJS) even
- * from the top of the host stack; with 16 KiB QuickJS reports its own "stack overflow" with
- * over 4,000 host frames already in use. 16 KiB still allows ~90 nested calls and ~240 nested
- * parentheses, far more than a fee expression needs.
+ * host (V8) stack, several times more for the parser. 16 KiB is small enough that QuickJS reports
+ * its own "stack overflow" before the host stack runs out, and still far deeper than a fee
+ * expression needs (see docs/PERFORMANCE.md, Fee sandbox).
  */
 export const STACK_BYTES_MAX_DEFAULT = 16 * 1024;
 /** Longer fee expressions are refused before parsing (they only make parsing slower). */

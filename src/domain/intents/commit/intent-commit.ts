@@ -51,16 +51,15 @@ export interface LedgerFailure {
 
 /**
  * Intents of one batch. The ledger's and the guard's cost is mostly per batch (locks, the plan,
- * the roll-up of hot accounts), so a larger batch costs less per intent: at 128 requests in
- * flight, 64 gave 1,479-1,573 settled/s against 1,078-1,308 with 32 (and 1,036-1,285 with 128).
+ * the roll-up of hot accounts), so a larger batch costs less per intent; 64 did better than 32
+ * and 128 (see docs/PERFORMANCE.md, Group commit).
  */
 const BATCH_MAX = 64;
 /**
- * Batches being committed at once, per instance: one. On this 2-core machine a second batch in
- * flight only split the work into smaller batches that cost more CPU per intent and contended for
- * the hot accounts' shards: at 500 intents/s, p50 / p99 were 18 / 74-77 ms with one, 28-30 / 83-104
- * with two and 50-93 / 149-524 with four (docs/PERFORMANCE.md). Intents arriving meanwhile wait
- * in the process and join the next batch; more throughput comes from more instances.
+ * Batches being committed at once, per instance: one. On two cores a second batch in flight only
+ * split the work into smaller batches that cost more CPU per intent and contended for the hot
+ * accounts' shards (see docs/PERFORMANCE.md, Group commit). Intents arriving meanwhile wait in
+ * the process and join the next batch; more throughput comes from more instances.
  */
 const FLUSHES_MAX = 1;
 const PGLITE_GATHER_MS = 3;
@@ -89,13 +88,12 @@ export class IntentCommitter {
       keysOf: (item) => item.guard.checks.filter((check) => check.side === 'to').map((check) => `to:${check.userId}`),
       // Users' wallets are guarded accounts, one balance row each, locked by the ledger call until
       // COMMIT: a batch that needs a wallet another batch holds waits here rather than in the
-      // database (a quarter of the backends' time at 1,000 intents/s, docs/PERFORMANCE.md). With
-      // one batch in flight no other batch holds one, so the keys are not computed at all.
+      // database, holding its own locks and connection (see docs/PERFORMANCE.md, Group commit).
+      // With one batch in flight no other batch holds one, so the keys are not computed at all.
       ...(FLUSHES_MAX > 1 ? { lockKeysOf: (item: IntentCommit) => walletKeysOf(item.intent) } : {}),
       // PGlite runs one statement at a time, so while a batch commits the requests behind it wait
-      // to read, and reach the commit one by one: without a pause the next batch held one intent
-      // (117 intents/s in the bench); 2 ms let them gather (320/s, p50 61 -> 23 ms), and 3 ms gave
-      // 8 % more than 2 in six alternating pairs at 8 in flight (mean 301 vs 278/s; 4 ms: 297).
+      // to read, and reach the commit one by one: a short pause lets them gather into the next
+      // batch (see docs/PERFORMANCE.md, Group commit).
       gatherMs: db.kind === 'pglite' ? PGLITE_GATHER_MS : 0,
     });
   }
