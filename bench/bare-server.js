@@ -22,7 +22,14 @@ app.addHook('preValidation', async (request, reply) => {
   const serviceId = request.headers['x-service-id'];
   const ok =
     typeof serviceId === 'string' &&
-    signatureMatches(secrets.get(serviceId) ?? [], String(request.headers['x-signature']), String(request.headers['x-timestamp']), request.method, request.url, rawBodies.get(request) ?? Buffer.alloc(0));
+    signatureMatches(
+      secrets.get(serviceId) ?? [],
+      String(request.headers['x-signature']),
+      String(request.headers['x-timestamp']),
+      request.method,
+      request.url,
+      rawBodies.get(request) ?? Buffer.alloc(0),
+    );
   if (!ok) return reply.code(401).send({ error: 'UNAUTHORIZED' });
 });
 app.post('/bare', async () => ({ ok: true }));

@@ -49,7 +49,7 @@ function latencyChart(y0, title, series) {
   const maxMs = Math.max(10, ...series.flatMap((s) => s.points.flatMap((p) => [p.p50, p.p99, p.p999].filter((v) => v !== null))));
   const decades = Math.ceil(Math.log10(maxMs));
   /** @param {number} ms */
-  const yOf = (ms) => top + plotH - (Math.log10(Math.max(ms, 0.1)) + 1) / (decades + 1) * plotH;
+  const yOf = (ms) => top + plotH - ((Math.log10(Math.max(ms, 0.1)) + 1) / (decades + 1)) * plotH;
   let out = `<text x="20" y="${y0 + 14}" class="h">${esc(title)}</text>`;
   for (let d = -1; d <= decades; d++) {
     const y = yOf(10 ** d);
@@ -89,17 +89,22 @@ export function writeChart(r, path) {
     y += chart.height + 10;
   };
   add(
-    hbars(y, 'Throughput on PostgreSQL, and the floors measured in the same run', [
-      { label: 'bare Fastify + signature check (floor)', value: s.bareHttpFloorPerS, color: '#bab0ac' },
-      { label: 'SQL writes of a settled intent (floor)', value: s.sqlFloorWritesPerS, color: '#bab0ac' },
-      { label: 'SQL writes, 32 intents per transaction', value: s.sqlFloorGroupCommitPerS, color: '#bab0ac' },
-      { label: 'SQL writes + reads of an intent', value: s.sqlFloorWithReadsPerS, color: '#bab0ac' },
-      { label: 'POST /intents P2P settled (HTTP)', value: s.postgresP2pSaturatedPerS, color: '#4c78a8' },
-      { label: 'P2P settled, 200,000 intents stored', value: s.p2pAfter200kPerS, color: '#4c78a8' },
-      { label: 'invoice issue + confirm pairs', value: s.invoicePairsSaturatedPerS, color: '#72b7b2' },
-      { label: 'POST /policies/evaluate (1,000 policies)', value: s.policyEvaluationsPerS, color: '#54a24b' },
-      { label: 'P2P settled on embedded PGlite', value: s.pgliteP2pSaturatedPerS, color: '#eeca3b' },
-    ], '/s'),
+    hbars(
+      y,
+      'Throughput on PostgreSQL, and the floors measured in the same run',
+      [
+        { label: 'bare Fastify + signature check (floor)', value: s.bareHttpFloorPerS, color: '#bab0ac' },
+        { label: 'SQL writes of a settled intent (floor)', value: s.sqlFloorWritesPerS, color: '#bab0ac' },
+        { label: 'SQL writes, 32 intents per transaction', value: s.sqlFloorGroupCommitPerS, color: '#bab0ac' },
+        { label: 'SQL writes + reads of an intent', value: s.sqlFloorWithReadsPerS, color: '#bab0ac' },
+        { label: 'POST /intents P2P settled (HTTP)', value: s.postgresP2pSaturatedPerS, color: '#4c78a8' },
+        { label: 'P2P settled, 200,000 intents stored', value: s.p2pAfter200kPerS, color: '#4c78a8' },
+        { label: 'invoice issue + confirm pairs', value: s.invoicePairsSaturatedPerS, color: '#72b7b2' },
+        { label: 'POST /policies/evaluate (1,000 policies)', value: s.policyEvaluationsPerS, color: '#54a24b' },
+        { label: 'P2P settled on embedded PGlite', value: s.pgliteP2pSaturatedPerS, color: '#eeca3b' },
+      ],
+      '/s',
+    ),
   );
   /**
    * @param {string} name
@@ -107,7 +112,12 @@ export function writeChart(r, path) {
    * @returns {Series}
    */
   const series = (name, list) => ({ name, points: list.map((x) => ({ rate: x.offeredPerS, ...x.latencyMs })) });
-  add(latencyChart(y, 'Latency at fixed offered rates (open loop, PostgreSQL)', [series('P2P', r.postgres.p2pLatency), series('invoice pair', r.postgres.invoiceLatency)]));
+  add(
+    latencyChart(y, 'Latency at fixed offered rates (open loop, PostgreSQL)', [
+      series('P2P', r.postgres.p2pLatency),
+      series('invoice pair', r.postgres.invoiceLatency),
+    ]),
+  );
   const header = `<text x="20" y="24" class="t">payorch npm run bench — ${esc(r.startedAt.slice(0, 16))}Z</text>
 <text x="20" y="44">${esc(m.cpuModel)}, ${m.cores} cores, ${m.memoryGb} GB; node ${esc(m.node)}; commit ${esc(m.gitCommit.slice(0, 10))}${m.gitDirty ? ' (+ uncommitted changes)' : ''}; load avg at start ${esc(r.loadAvgAtStart.join(' '))}</text>`;
   const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${y + 10}" viewBox="0 0 ${W} ${y + 10}" font-family="sans-serif" font-size="12">

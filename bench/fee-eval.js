@@ -27,7 +27,16 @@ const { iterations = 20_000, warmup = 2_000 } = JSON.parse(process.argv[2] ?? '{
  * @returns {FeeRule}
  */
 const rule = (id, operationType, expression, timing = 'PRE', extra = {}) => ({
-  id, name: `rule ${id}`, operationType, expression, timing, tagsInclude: [], tagsExclude: ['fee_exempt'], priority: id, active: true, ...extra,
+  id,
+  name: `rule ${id}`,
+  operationType,
+  expression,
+  timing,
+  tagsInclude: [],
+  tagsExclude: ['fee_exempt'],
+  priority: id,
+  active: true,
+  ...extra,
 });
 // What the bench config and a busier deployment hold for P2P: a flat fee, a percentage with a
 // floor and a cap, and a tagged promotion that does not apply to these requests.
@@ -41,7 +50,12 @@ const hopRules = [rule(4, 'P2P_TRANSFER', '[]')];
  * @param {number} i
  * @returns {FeeContext}
  */
-const contextOf = (i) => ({ operationType: 'P2P_TRANSFER', amount: BigInt(100 + (i % 1000) * 37), currency: 'THB', metadata: { channel: 'app' } });
+const contextOf = (i) => ({
+  operationType: 'P2P_TRANSFER',
+  amount: BigInt(100 + (i % 1000) * 37),
+  currency: 'THB',
+  metadata: { channel: 'app' },
+});
 
 // A process descheduled on a busy machine can overrun the 100 ms limit: counted, not fatal.
 let timeouts = 0;

@@ -77,7 +77,9 @@ const sha256Hex = (body) => createHash('sha256').update(body).digest('hex');
  */
 function headers(method, path, body, userId) {
   const ts = String(Math.floor(Date.now() / 1000));
-  const signature = createHmac('sha256', secret).update(`${ts}\n${method}\n${path}\n${sha256Hex(body)}`).digest('hex');
+  const signature = createHmac('sha256', secret)
+    .update(`${ts}\n${method}\n${path}\n${sha256Hex(body)}`)
+    .digest('hex');
   /** @type {Record<string, string>} */
   const h = { 'content-type': 'application/json', 'x-service-id': service, 'x-timestamp': ts, 'x-signature': signature };
   if (userId !== undefined) h['x-user-id'] = String(userId);
@@ -96,7 +98,6 @@ async function post(path, payload, userId) {
   return { status: res.statusCode, text };
 }
 
-
 /**
  * One unit of work for payer `u` (and recipient / merchant); resolves to an error code or null.
  * @param {number} u
@@ -108,23 +109,49 @@ async function work(u, n) {
     case 'p2p':
     case 'bare': {
       const to = firstUser + ((u - firstUser + 1 + (n % (userCount - 1))) % userCount);
-      const r = await post(kind === 'bare' ? '/bare' : '/intents', { idempotencyKey: randomUUID(), operationType: 'P2P_TRANSFER', amount, currency: 'THB', recipientUserId: to }, u);
+      const r = await post(
+        kind === 'bare' ? '/bare' : '/intents',
+        { idempotencyKey: randomUUID(), operationType: 'P2P_TRANSFER', amount, currency: 'THB', recipientUserId: to },
+        u,
+      );
       if (kind === 'bare') return r.status === 200 ? null : `http_${r.status}`;
       if (r.status !== 201) return `http_${r.status}:${r.text.slice(0, 60)}`;
       return r.text.includes('"SETTLED"') ? null : 'not_settled';
     }
     case 'invoice': {
       const merchant = firstMerchant + (n % merchantCount);
-      const issue = await post('/intents', { idempotencyKey: randomUUID(), operationType: 'INVOICE_PAYMENT', amount, currency: 'THB', toLedgerAccountId: ledgerAccountId(`merchant.${merchant}.THB`) }, merchant);
+      const issue = await post(
+        '/intents',
+        {
+          idempotencyKey: randomUUID(),
+          operationType: 'INVOICE_PAYMENT',
+          amount,
+          currency: 'THB',
+          toLedgerAccountId: ledgerAccountId(`merchant.${merchant}.THB`),
+        },
+        merchant,
+      );
       if (issue.status !== 201) return `issue_${issue.status}:${issue.text.slice(0, 60)}`;
       const { intentId } = JSON.parse(issue.text);
-      const confirm = await post(`/intents/${intentId}/confirm`, { payerLedgerAccountId: ledgerAccountId(`user.${u}.THB`), payerUserId: u, idempotencyKey: randomUUID() }, u);
+      const confirm = await post(
+        `/intents/${intentId}/confirm`,
+        { payerLedgerAccountId: ledgerAccountId(`user.${u}.THB`), payerUserId: u, idempotencyKey: randomUUID() },
+        u,
+      );
       if (confirm.status !== 200) return `confirm_${confirm.status}:${confirm.text.slice(0, 60)}`;
       return confirm.text.includes('"SETTLED"') ? null : 'not_settled';
     }
     case 'policy': {
       const merchant = 1 + (n % 1000);
-      const r = await post('/policies/evaluate', { userId: u, merchantId: merchant, amount: String(amount * (1 + (n % 500))), currency: 'THB', channel: 'INTERNAL_P2P', appId: `app-${n % 10}`, operationType: 'P2P_TRANSFER' });
+      const r = await post('/policies/evaluate', {
+        userId: u,
+        merchantId: merchant,
+        amount: String(amount * (1 + (n % 500))),
+        currency: 'THB',
+        channel: 'INTERNAL_P2P',
+        appId: `app-${n % 10}`,
+        operationType: 'P2P_TRANSFER',
+      });
       return r.status === 200 ? null : `http_${r.status}`;
     }
     default:
@@ -136,7 +163,6 @@ async function work(u, n) {
 const latenciesMs = [];
 /** @type {Record<string, number>} */
 const errors = {};
-let ok = 0;
 let measuredOk = 0;
 let sent = 0;
 const start = performance.now();
@@ -149,7 +175,6 @@ const end = warmEnd + durationS * 1000;
  */
 function record(dueAt, error) {
   const doneAt = performance.now();
-  if (error === null) ok++;
   if (dueAt < warmEnd) return;
   if (error !== null) errors[error] = (errors[error] ?? 0) + 1;
   else {
@@ -222,7 +247,13 @@ process.stdout.write(
     ok: measuredOk,
     throughputPerS: Math.round(measuredOk / elapsedS),
     errors,
-    latencyMs: { p50: round(pct(latenciesMs, 50)), p90: round(pct(latenciesMs, 90)), p99: round(pct(latenciesMs, 99)), p999: round(pct(latenciesMs, 99.9)), max: round(latenciesMs.at(-1) ?? null) },
+    latencyMs: {
+      p50: round(pct(latenciesMs, 50)),
+      p90: round(pct(latenciesMs, 90)),
+      p99: round(pct(latenciesMs, 99)),
+      p999: round(pct(latenciesMs, 99.9)),
+      max: round(latenciesMs.at(-1) ?? null),
+    },
   })}\n`,
 );
 await pool.close();

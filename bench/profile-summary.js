@@ -16,7 +16,9 @@ const profile = JSON.parse(readFileSync(file, 'utf8'));
 const byId = new Map(profile.nodes.map((n) => [n.id, n]));
 /** @type {Map<number, number>} node id → self time */
 const selfUs = new Map();
-profile.samples.forEach((id, i) => selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)));
+profile.samples.forEach((id, i) => {
+  selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0));
+});
 const total = [...selfUs.values()].reduce((a, b) => a + b, 0);
 /** @type {Map<string, number>} */
 const byFunction = new Map();
@@ -29,7 +31,12 @@ for (const [id, us] of selfUs) {
   const where = callFrame.url.replace(/^file:\/\/.*?\/(node_modules|dist)\//, '$1/') || '(native)';
   const key = `${callFrame.functionName || '(anonymous)'}  ${where}:${callFrame.lineNumber + 1}`;
   byFunction.set(key, (byFunction.get(key) ?? 0) + us);
-  const pkg = where.startsWith('node_modules/') ? where.split('/').slice(0, where.includes('/@') ? 3 : 2).join('/') : where.split('/').slice(0, 2).join('/');
+  const pkg = where.startsWith('node_modules/')
+    ? where
+        .split('/')
+        .slice(0, where.includes('/@') ? 3 : 2)
+        .join('/')
+    : where.split('/').slice(0, 2).join('/');
   byFile.set(pkg, (byFile.get(pkg) ?? 0) + us);
 }
 /** @param {number} us */

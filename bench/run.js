@@ -17,7 +17,6 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { openDatabase } from '../dist/adapters/database.js';
-import { ledgerAccountId } from '../dist/ledger/account-id.js';
 import { SqlLedger } from '../dist/ledger/sql-ledger.js';
 import { writeChart } from './chart.js';
 import { rssGrowth } from './rss-growth.js';
@@ -97,7 +96,8 @@ const BENCH_QR_SECRET = randomBytes(24).toString('base64url');
 const BENCH_ADMIN_TOKEN = randomBytes(24).toString('base64url');
 const SECTIONS = ['p2p', 'latency', 'invoice', 'floors', 'policies', 'stored', 'soak', 'pglite'];
 const only = args.only === undefined ? null : new Set(String(args.only).split(','));
-if (only !== null) for (const name of only) if (!SECTIONS.includes(name)) throw new Error(`--only: unknown section ${name} (${SECTIONS.join(', ')})`);
+if (only !== null)
+  for (const name of only) if (!SECTIONS.includes(name)) throw new Error(`--only: unknown section ${name} (${SECTIONS.join(', ')})`);
 /** @param {string} section */
 const runs = (section) => (section === 'pglite' ? !args['skip-pglite'] : true) && (only === null || only.has(section));
 
@@ -146,7 +146,9 @@ async function freePort() {
  */
 function runJson(script, options, nodeArgs = []) {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [...nodeArgs, join(root, 'bench', script), JSON.stringify(options)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [...nodeArgs, join(root, 'bench', script), JSON.stringify(options)], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     let out = '';
     child.stdout.on('data', (d) => (out += d));
     // A failed phase is recorded, not fatal: the other figures of a long run stay usable.
@@ -174,7 +176,18 @@ async function startPayorch(env, label) {
   const profileDir = join(root, 'bench', 'results', 'profiles');
   const nodeArgs = args.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir, '--cpu-prof-name', `${label}-${Date.now()}.cpuprofile`] : [];
   const child = spawn(process.execPath, [...nodeArgs, join(root, 'bin', 'payorch.js'), 'serve'], {
-    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', NODE_ENV: 'production', LOG_LEVEL: 'info', QR_SIGNING_SECRET: BENCH_QR_SECRET, ADMIN_TOKEN: BENCH_ADMIN_TOKEN, PSPX_SIMULATOR: '1', REDIS_URL: '', ...env },
+    env: {
+      ...process.env,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      NODE_ENV: 'production',
+      LOG_LEVEL: 'info',
+      QR_SIGNING_SECRET: BENCH_QR_SECRET,
+      ADMIN_TOKEN: BENCH_ADMIN_TOKEN,
+      PSPX_SIMULATOR: '1',
+      REDIS_URL: '',
+      ...env,
+    },
     // Logs go to /dev/null: pino still formats and writes every line, as in production.
     stdio: ['ignore', 'ignore', 'inherit'],
   });
@@ -218,15 +231,28 @@ function machine() {
   const gitCommit = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
   const dirty = execFileSync('git', ['status', '--porcelain'], { cwd: root, encoding: 'utf8' }).trim() !== '';
   /** @type {string | null} Filled in once the PostgreSQL pass connects. */
-  let postgres = null;
-  return { cpuModel: cpus()[0]?.model ?? 'unknown', cores: cpus().length, memoryGb: Math.round(totalmem() / 2 ** 30), node: process.version, gitCommit, gitDirty: dirty, postgres };
+  const postgres = null;
+  return {
+    cpuModel: cpus()[0]?.model ?? 'unknown',
+    cores: cpus().length,
+    memoryGb: Math.round(totalmem() / 2 ** 30),
+    node: process.version,
+    gitCommit,
+    gitDirty: dirty,
+    postgres,
+  };
 }
 
 async function main() {
   mkdirSync(join(root, 'bench', 'results'), { recursive: true });
   const { configFile, secret } = writeBenchConfig();
   /** @type {BenchResults} */
-  const results = { startedAt: new Date().toISOString(), machine: machine(), loadAvgAtStart: loadavg().map((x) => Math.round(x * 100) / 100), settings: { PHASE_S, SOAK_S, USERS, MERCHANTS } };
+  const results = {
+    startedAt: new Date().toISOString(),
+    machine: machine(),
+    loadAvgAtStart: loadavg().map((x) => Math.round(x * 100) / 100),
+    settings: { PHASE_S, SOAK_S, USERS, MERCHANTS },
+  };
   const base = { secret, service: SERVICE, users: USERS, durationS: PHASE_S };
 
   // ── PostgreSQL ──
@@ -262,7 +288,8 @@ async function main() {
     if (runs('p2p')) {
       log('P2P saturation');
       pgr.p2pSaturation = [];
-      for (const concurrency of SATURATION_CONCURRENCY) pgr.p2pSaturation.push(await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency }));
+      for (const concurrency of SATURATION_CONCURRENCY)
+        pgr.p2pSaturation.push(await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency }));
       const fastest = pgr.p2pSaturation.reduce((a, b) => (b.throughputPerS > a.throughputPerS ? b : a));
       // Closed loops: each one's concurrency is set.
       best = { concurrency: fastest.concurrency ?? best.concurrency };
@@ -273,15 +300,26 @@ async function main() {
     if (runs('latency')) {
       log('P2P latency at fixed rates');
       pgr.p2pLatency = [];
-      for (const rate of OFFERED_RATES) pgr.p2pLatency.push(await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'open', rate }));
+      for (const rate of OFFERED_RATES)
+        pgr.p2pLatency.push(await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'open', rate }));
       log('P2P p99 at', OFFERED_RATES.join(' / '), '/s:', pgr.p2pLatency.map((x) => x.latencyMs.p99).join(' / '), 'ms');
     }
 
     if (runs('invoice')) {
       log('invoice pairs');
-      pgr.invoiceSaturation = await runJson('load.js', { ...base, url: server.url, kind: 'invoice', mode: 'closed', concurrency: 32, merchants: MERCHANTS });
+      pgr.invoiceSaturation = await runJson('load.js', {
+        ...base,
+        url: server.url,
+        kind: 'invoice',
+        mode: 'closed',
+        concurrency: 32,
+        merchants: MERCHANTS,
+      });
       pgr.invoiceLatency = [];
-      for (const rate of OFFERED_RATES) pgr.invoiceLatency.push(await runJson('load.js', { ...base, url: server.url, kind: 'invoice', mode: 'open', rate, merchants: MERCHANTS }));
+      for (const rate of OFFERED_RATES)
+        pgr.invoiceLatency.push(
+          await runJson('load.js', { ...base, url: server.url, kind: 'invoice', mode: 'open', rate, merchants: MERCHANTS }),
+        );
       log('invoice pairs saturated', pgr.invoiceSaturation.throughputPerS, '/s');
     }
     await server.stop();
@@ -291,12 +329,34 @@ async function main() {
       /** @type {FloorResults} */
       const floors = {};
       results.floors = floors;
-      floors.sqlWrites = await runJson('sql-floor.js', { databaseUrl, users: USERS, concurrency: best.concurrency > 20 ? 16 : best.concurrency, durationS: PHASE_S });
+      floors.sqlWrites = await runJson('sql-floor.js', {
+        databaseUrl,
+        users: USERS,
+        concurrency: best.concurrency > 20 ? 16 : best.concurrency,
+        durationS: PHASE_S,
+      });
       floors.sqlWritesGrouped = await runJson('sql-floor.js', { databaseUrl, users: USERS, concurrency: 4, batch: 32, durationS: PHASE_S });
-      floors.sqlWithReads = await runJson('sql-floor.js', { databaseUrl, users: USERS, concurrency: 16, durationS: PHASE_S, withReads: true });
+      floors.sqlWithReads = await runJson('sql-floor.js', {
+        databaseUrl,
+        users: USERS,
+        concurrency: 16,
+        durationS: PHASE_S,
+        withReads: true,
+      });
       floors.bareHttp = await runBareFloor(base, configFile);
       floors.feeEvaluation = await runJson('fee-eval.js', {});
-      log('floors', floors.sqlWrites.throughputPerS, floors.sqlWritesGrouped.throughputPerS, floors.sqlWithReads.throughputPerS, floors.bareHttp.throughputPerS, 'fees per intent', floors.feeEvaluation.loadedUs, 'µs, round trip', floors.feeEvaluation.medianUs, 'µs');
+      log(
+        'floors',
+        floors.sqlWrites.throughputPerS,
+        floors.sqlWritesGrouped.throughputPerS,
+        floors.sqlWithReads.throughputPerS,
+        floors.bareHttp.throughputPerS,
+        'fees per intent',
+        floors.feeEvaluation.loadedUs,
+        'µs, round trip',
+        floors.feeEvaluation.medianUs,
+        'µs',
+      );
     }
 
     if (runs('policies') || runs('stored') || runs('soak')) {
@@ -321,12 +381,26 @@ async function main() {
       server = await startPayorch({ DATABASE_URL: databaseUrl, CONFIG_FILE: configFile }, 'postgres');
       await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency: best.concurrency, durationS: 5 });
       if (runs('stored')) {
-        pgr.p2pSaturatedAfter200k = await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency: best.concurrency });
+        pgr.p2pSaturatedAfter200k = await runJson('load.js', {
+          ...base,
+          url: server.url,
+          kind: 'p2p',
+          mode: 'closed',
+          concurrency: best.concurrency,
+        });
         log('after 200k', pgr.p2pSaturatedAfter200k.throughputPerS, '/s');
       }
       if (runs('soak')) {
         log(`soak: ${SOAK_S} s at ${SOAK_RATE}/s`);
-        pgr.soak = await soak(server, { ...base, url: server.url, kind: 'p2p', mode: 'open', rate: SOAK_RATE, durationS: SOAK_S, warmupS: 0 });
+        pgr.soak = await soak(server, {
+          ...base,
+          url: server.url,
+          kind: 'p2p',
+          mode: 'open',
+          rate: SOAK_RATE,
+          durationS: SOAK_S,
+          warmupS: 0,
+        });
         log('soak', pgr.soak.rssStartMb, '→', pgr.soak.rssEndMb, 'MB');
       }
       await server.stop();
@@ -368,7 +442,16 @@ function writeBenchConfig() {
   const demo = JSON.parse(readFileSync(join(root, 'config', 'demo.json'), 'utf8'));
   // A P2P fee to the revenue account: every intent then touches two hot unguarded accounts
   // (the channel's transit and revenue): the hot-account case this bench measures.
-  demo.feeRules = [...(demo.feeRules ?? []), { name: 'p2p fee', operationType: 'P2P_TRANSFER', expression: "[{account: 'system.revenue.THB', amount: 1}]", timing: 'PRE', tagsExclude: ['fee_exempt'] }];
+  demo.feeRules = [
+    ...(demo.feeRules ?? []),
+    {
+      name: 'p2p fee',
+      operationType: 'P2P_TRANSFER',
+      expression: "[{account: 'system.revenue.THB', amount: 1}]",
+      timing: 'PRE',
+      tagsExclude: ['fee_exempt'],
+    },
+  ];
   // payorch runs with NODE_ENV=production here, which refuses the demo's public secrets.
   demo.secrets = Object.fromEntries(Object.keys(demo.secrets).map((id) => [id, randomBytes(24).toString('base64url')]));
   const dir = mkdtempSync(join(tmpdir(), 'payorch-bench-'));
@@ -429,10 +512,21 @@ async function pglitePass(base, secret, configFile) {
     log('PGlite: creating and funding', users[1], 'users over HTTP');
     await runSetup(server.url, secret, users);
     await runJson('load.js', { ...base, users, url: server.url, kind: 'p2p', mode: 'closed', concurrency: 8, durationS: 3 });
-    const p2pSaturation = await runJson('load.js', { ...base, users, url: server.url, kind: 'p2p', mode: 'closed', concurrency: 8, durationS: Math.min(PHASE_S, 15) });
+    const p2pSaturation = await runJson('load.js', {
+      ...base,
+      users,
+      url: server.url,
+      kind: 'p2p',
+      mode: 'closed',
+      concurrency: 8,
+      durationS: Math.min(PHASE_S, 15),
+    });
     /** @type {LoadResult[]} */
     const p2pLatency = [];
-    for (const rate of [100, 250]) p2pLatency.push(await runJson('load.js', { ...base, users, url: server.url, kind: 'p2p', mode: 'open', rate, durationS: Math.min(PHASE_S, 15) }));
+    for (const rate of [100, 250])
+      p2pLatency.push(
+        await runJson('load.js', { ...base, users, url: server.url, kind: 'p2p', mode: 'open', rate, durationS: Math.min(PHASE_S, 15) }),
+      );
     log('PGlite saturated', p2pSaturation.throughputPerS, '/s');
     return { p2pSaturation, p2pLatency, peakRssMb: server.status().peakRssMb };
   } finally {
@@ -456,7 +550,11 @@ async function runSetup(url, secret, [first, count]) {
    */
   const call = async (path, body, user) => {
     const raw = JSON.stringify(body);
-    const res = await fetch(url + path, { method: 'POST', body: raw, headers: { 'content-type': 'application/json', ...signedHeaders(SERVICE, secret, 'POST', path, raw, { userId: user }) } });
+    const res = await fetch(url + path, {
+      method: 'POST',
+      body: raw,
+      headers: { 'content-type': 'application/json', ...signedHeaders(SERVICE, secret, 'POST', path, raw, { userId: user }) },
+    });
     if (res.status >= 300) throw new Error(`${path}: ${res.status} ${await res.text()}`);
   };
   for (let u = first; u < first + count; u++) {

@@ -43,7 +43,10 @@ export async function seedWallets(db, ledger, { prefix, type, first, count, bala
     );
     const code = ACCOUNT_TYPES.indexOf(type) + 1;
     for (const batch of chunks(ledgerIds, createBatchSizeMax)) {
-      const failures = await ledger.createAccounts(tx, batch.map((id) => ({ id, ledger: LEDGER_THB, code, flags: AccountFlags.debitsMustNotExceedCredits })));
+      const failures = await ledger.createAccounts(
+        tx,
+        batch.map((id) => ({ id, ledger: LEDGER_THB, code, flags: AccountFlags.debitsMustNotExceedCredits })),
+      );
       const refused = failures.find((f) => f.result !== 'exists');
       if (refused !== undefined) throw new Error(`seed accounts: ${refused.result}`);
     }
@@ -52,7 +55,15 @@ export async function seedWallets(db, ledger, { prefix, type, first, count, bala
     await db.transaction(async (tx) => {
       const failures = await ledger.createTransfers(
         tx,
-        batch.map((id) => ({ id: crypto.randomUUID(), debitAccountId: ledgerAccountId(NOSTRO), creditAccountId: id, amount: BigInt(balance), ledger: LEDGER_THB, code: 5, flags: 0 })),
+        batch.map((id) => ({
+          id: crypto.randomUUID(),
+          debitAccountId: ledgerAccountId(NOSTRO),
+          creditAccountId: id,
+          amount: BigInt(balance),
+          ledger: LEDGER_THB,
+          code: 5,
+          flags: 0,
+        })),
       );
       const [refused] = failures;
       if (refused !== undefined) throw new Error(`seed funding: ${refused.result}`);

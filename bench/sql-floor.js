@@ -40,7 +40,18 @@ import { SqlLedger } from '../dist/ledger/sql-ledger.js';
 
 /** @type {SqlFloorOptions} */
 const options = JSON.parse(process.argv[2] ?? 'null');
-const { databaseUrl, dataDir = '', concurrency = 16, durationS = 15, warmupS = 2, users, withReads = false, amount = 100, fee = 1, batch = 1 } = options;
+const {
+  databaseUrl,
+  dataDir = '',
+  concurrency = 16,
+  durationS = 15,
+  warmupS = 2,
+  users,
+  withReads = false,
+  amount = 100,
+  fee = 1,
+  batch = 1,
+} = options;
 const [firstUser, userCount] = users;
 const db = await openDatabase(databaseUrl, dataDir);
 const ledger = new SqlLedger();
@@ -51,7 +62,10 @@ const rules = await loadLimitRules(db, 'P2P_TRANSFER', 'THB');
 const TIMEOUT_S = 1800;
 /** @type {IntentCommit['transitions']} */
 const TRANSITIONS = [
-  { from: null, to: 'CREATED' }, { from: 'CREATED', to: 'VALIDATED' }, { from: 'VALIDATED', to: 'AUTHORIZED' }, { from: 'AUTHORIZED', to: 'SETTLED' },
+  { from: null, to: 'CREATED' },
+  { from: 'CREATED', to: 'VALIDATED' },
+  { from: 'VALIDATED', to: 'AUTHORIZED' },
+  { from: 'AUTHORIZED', to: 'SETTLED' },
 ];
 
 /**
@@ -71,22 +85,60 @@ async function commitOf(payer, recipient) {
   const now = new Date();
   /** @type {IntentCommit['intent']} */
   const draft = {
-    id, idempotencyKey: randomUUID(), serviceId: 'bench-floor', requestFingerprint: createHash('sha256').update(id).digest('hex'),
-    userId: payer, operationType: 'P2P_TRANSFER', channel: 'INTERNAL_P2P', fromAccountName: fromName, toAccountName: toName,
-    fromUserId: payer, toUserId: recipient, externalRef: null, amount: BigInt(amount), preFeeAmount: BigInt(fee), postFeeAmount: 0n,
-    feeSplits: [{ account: revenueName, amount: String(fee) }], currency: 'THB', status: 'SETTLED', pspState: null, failureReason: null,
-    metadata: {}, fromName: null, toName: null, comment: null, live: false, expiresAt: null, reservedAt: now, qrSignature: null,
-    issuedByUserId: null, transferIds: [],
+    id,
+    idempotencyKey: randomUUID(),
+    serviceId: 'bench-floor',
+    requestFingerprint: createHash('sha256').update(id).digest('hex'),
+    userId: payer,
+    operationType: 'P2P_TRANSFER',
+    channel: 'INTERNAL_P2P',
+    fromAccountName: fromName,
+    toAccountName: toName,
+    fromUserId: payer,
+    toUserId: recipient,
+    externalRef: null,
+    amount: BigInt(amount),
+    preFeeAmount: BigInt(fee),
+    postFeeAmount: 0n,
+    feeSplits: [{ account: revenueName, amount: String(fee) }],
+    currency: 'THB',
+    status: 'SETTLED',
+    pspState: null,
+    failureReason: null,
+    metadata: {},
+    fromName: null,
+    toName: null,
+    comment: null,
+    live: false,
+    expiresAt: null,
+    reservedAt: now,
+    qrSignature: null,
+    issuedByUserId: null,
+    transferIds: [],
   };
   /** @type {import('../dist/domain/intents/money/money-path.js').MoneyPlan} */
   const plan = {
-    intentId: id, operationType: 'P2P_TRANSFER', fromLedgerId: ledgerAccountId(fromName), toLedgerId: ledgerAccountId(toName),
-    transitLedgerId: transit, amount: BigInt(amount), preFee: BigInt(fee), postFee: 0n, feeLegs: [{ ledgerAccountId: revenue, amount: BigInt(fee) }],
+    intentId: id,
+    operationType: 'P2P_TRANSFER',
+    fromLedgerId: ledgerAccountId(fromName),
+    toLedgerId: ledgerAccountId(toName),
+    transitLedgerId: transit,
+    amount: BigInt(amount),
+    preFee: BigInt(fee),
+    postFee: 0n,
+    feeLegs: [{ ledgerAccountId: revenue, amount: BigInt(fee) }],
   };
   const transfers = [reserveTransfer(plan, TIMEOUT_S), ...settleTransfers(plan)];
-  const checks = limitChecks(rules, { operationType: 'P2P_TRANSFER', amount: BigInt(amount), currency: 'THB', fromUserId: payer, toUserId: recipient }, now);
+  const checks = limitChecks(
+    rules,
+    { operationType: 'P2P_TRANSFER', amount: BigInt(amount), currency: 'THB', fromUserId: payer, toUserId: recipient },
+    now,
+  );
   // historyRows reads an account's name and user id only: the floor has no other column to give.
-  const accounts = { from: /** @type {AccountRecord} */ ({ accountName: fromName, userId: payer }), to: /** @type {AccountRecord} */ ({ accountName: toName, userId: recipient }) };
+  const accounts = {
+    from: /** @type {AccountRecord} */ ({ accountName: fromName, userId: payer }),
+    to: /** @type {AccountRecord} */ ({ accountName: toName, userId: recipient }),
+  };
   return {
     intent: { ...draft, transferIds: transfers.map((t) => t.id) },
     guard: { payerUserId: payer, checks },
@@ -103,7 +155,8 @@ async function settleBatch(payers) {
   for (const [payer, recipient] of payers) items.push(await commitOf(payer, recipient));
   const outcomes = await db.transaction((tx) => commitBatch(tx, ledger, items));
   const refused = outcomes.find((o) => o.kind !== 'stored' || o.failure !== null);
-  if (refused !== undefined) throw new Error(`refused in the floor: ${JSON.stringify(refused, (_, v) => (typeof v === 'bigint' ? String(v) : v))}`);
+  if (refused !== undefined)
+    throw new Error(`refused in the floor: ${JSON.stringify(refused, (_, v) => (typeof v === 'bigint' ? String(v) : v))}`);
 }
 
 let ok = 0;
@@ -132,5 +185,7 @@ await Promise.all(
   }),
 );
 const elapsedS = (performance.now() - warmEnd) / 1000;
-process.stdout.write(`${JSON.stringify({ withReads, concurrency, batch, durationS: Math.round(elapsedS * 10) / 10, ok, failed, throughputPerS: Math.round(ok / elapsedS) })}\n`);
+process.stdout.write(
+  `${JSON.stringify({ withReads, concurrency, batch, durationS: Math.round(elapsedS * 10) / 10, ok, failed, throughputPerS: Math.round(ok / elapsedS) })}\n`,
+);
 await db.close();

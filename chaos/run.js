@@ -74,7 +74,23 @@ const TOP_UP = 50_000_000;
 // payorch runs with NODE_ENV=production here, which refuses short secrets and the demo's public ones.
 const ADMIN_TOKEN = randomBytes(24).toString('base64url');
 const QR_SIGNING_SECRET = randomBytes(24).toString('base64url');
-const REDIS_START = ['--daemonize', 'yes', '--bind', '127.0.0.1', '-::1', '--port', '6379', '--save', '', '--appendonly', 'no', '--dir', '/var/lib/redis', '--logfile', '/var/log/redis/ci.log'];
+const REDIS_START = [
+  '--daemonize',
+  'yes',
+  '--bind',
+  '127.0.0.1',
+  '-::1',
+  '--port',
+  '6379',
+  '--save',
+  '',
+  '--appendonly',
+  'no',
+  '--dir',
+  '/var/lib/redis',
+  '--logfile',
+  '/var/log/redis/ci.log',
+];
 const UNREACHABLE_PAUSE_MS = 200;
 /** @type {ReadonlySet<string | null>} */
 const FINAL = new Set(FINAL_STATUSES);
@@ -82,7 +98,13 @@ const FINAL = new Set(FINAL_STATUSES);
 const logDir = await mkdtemp(join(tmpdir(), 'payorch-chaos-'));
 const demoConfig = readConfigFile(DEMO_CONFIG_FILE);
 const configFile = join(logDir, 'config.json');
-await writeFile(configFile, JSON.stringify({ ...demoConfig, secrets: Object.fromEntries(Object.keys(demoConfig.secrets).map((id) => [id, randomBytes(24).toString('base64url')])) }));
+await writeFile(
+  configFile,
+  JSON.stringify({
+    ...demoConfig,
+    secrets: Object.fromEntries(Object.keys(demoConfig.secrets).map((id) => [id, randomBytes(24).toString('base64url')])),
+  }),
+);
 const secrets = secretsOf(readConfigFile(configFile));
 /** @param {string} service */
 const secretOf = (service) => secrets.get(service)?.[0] ?? '';
@@ -161,13 +183,19 @@ function startProcess(name, file, argv, env, ready) {
 
 let simulatorUrl = '';
 async function startSimulator() {
-  const { child, match } = await startProcess('pspx-simulator', 'dist/adapters/pspx/simulator-main.js', [], {
-    PSPX_SIM_PORT: '0',
-    PSPX_SIM_ADMIN: '1',
-    // Held confirms outlast the client's 3000 ms time-out: 9997 and 9998 really time out.
-    PSPX_SIM_CONFIRM_HOLD_MS: '3500',
-    PSPX_SIM_BALANCE: '100000000000',
-  }, /listening on (http:\/\/\S+)/);
+  const { child, match } = await startProcess(
+    'pspx-simulator',
+    'dist/adapters/pspx/simulator-main.js',
+    [],
+    {
+      PSPX_SIM_PORT: '0',
+      PSPX_SIM_ADMIN: '1',
+      // Held confirms outlast the client's 3000 ms time-out: 9997 and 9998 really time out.
+      PSPX_SIM_CONFIRM_HOLD_MS: '3500',
+      PSPX_SIM_BALANCE: '100000000000',
+    },
+    /listening on (http:\/\/\S+)/,
+  );
   simulatorUrl = match[1] ?? '';
   return child;
 }
@@ -203,27 +231,33 @@ let servicePort = 0;
 let serviceUrl = '';
 let serviceDatabaseUrl = '';
 async function startService() {
-  const started = await startProcess('payorch', 'bin/payorch.js', ['serve'], {
-    PORT: String(servicePort),
-    HOST: '127.0.0.1',
-    DATABASE_URL: serviceDatabaseUrl,
-    REDIS_URL: args['redis-url'],
-    PSPX_URL: simulatorUrl,
-    CONFIG_FILE: configFile,
-    ADMIN_TOKEN,
-    QR_SIGNING_SECRET,
-    NODE_ENV: 'production',
-    // info: the listening line is how the run knows the service is up.
-    LOG_LEVEL: 'info',
-    PSP_WORKER_INTERVAL_MS: '100',
-    OUTBOX_INTERVAL_MS: '100',
-    EXPIRY_SWEEP_INTERVAL_MS: '1000',
-    BALANCE_MONITOR_INTERVAL_MS: '5000',
-    PSP_MAX_INQUIRIES: '3',
-    PSP_LEASE_MS: '3000',
-    // Startup reconciliation fails internal intents left half-done by a kill; short here so it acts within the run.
-    RECONCILE_AGE_S: '5',
-  }, /"msg":"Server listening at (http:\/\/127\.0\.0\.1:\d+)"|Server listening at (http:\/\/127\.0\.0\.1:\d+)/);
+  const started = await startProcess(
+    'payorch',
+    'bin/payorch.js',
+    ['serve'],
+    {
+      PORT: String(servicePort),
+      HOST: '127.0.0.1',
+      DATABASE_URL: serviceDatabaseUrl,
+      REDIS_URL: args['redis-url'],
+      PSPX_URL: simulatorUrl,
+      CONFIG_FILE: configFile,
+      ADMIN_TOKEN,
+      QR_SIGNING_SECRET,
+      NODE_ENV: 'production',
+      // info: the listening line is how the run knows the service is up.
+      LOG_LEVEL: 'info',
+      PSP_WORKER_INTERVAL_MS: '100',
+      OUTBOX_INTERVAL_MS: '100',
+      EXPIRY_SWEEP_INTERVAL_MS: '1000',
+      BALANCE_MONITOR_INTERVAL_MS: '5000',
+      PSP_MAX_INQUIRIES: '3',
+      PSP_LEASE_MS: '3000',
+      // Startup reconciliation fails internal intents left half-done by a kill; short here so it acts within the run.
+      RECONCILE_AGE_S: '5',
+    },
+    /"msg":"Server listening at (http:\/\/127\.0\.0\.1:\d+)"|Server listening at (http:\/\/127\.0\.0\.1:\d+)/,
+  );
   service = started;
   serviceUrl = `http://127.0.0.1:${servicePort}`;
 }
@@ -276,11 +310,18 @@ let counting = true;
  */
 async function call(method, path, { service: serviceId = 'wallet-api', user, body, admin = false } = {}) {
   const raw = body === undefined ? '' : JSON.stringify(body);
-  const headers = admin ? { authorization: `Bearer ${ADMIN_TOKEN}` } : signedHeaders(serviceId, secretOf(serviceId), method, path, raw, user === undefined ? {} : { userId: user });
+  const headers = admin
+    ? { authorization: `Bearer ${ADMIN_TOKEN}` }
+    : signedHeaders(serviceId, secretOf(serviceId), method, path, raw, user === undefined ? {} : { userId: user });
   if (raw !== '') headers['content-type'] = 'application/json';
   if (counting) figures.requests += 1;
   try {
-    const response = await fetch(`${serviceUrl}${path}`, { method, headers, ...(raw === '' ? {} : { body: raw }), signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
+    const response = await fetch(`${serviceUrl}${path}`, {
+      method,
+      headers,
+      ...(raw === '' ? {} : { body: raw }),
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+    });
     const text = await response.text();
     const label = `${response.status}${response.status >= 400 ? ` ${safeJson(text).error ?? ''}` : ''}`.trim();
     if (counting) figures.answers[label] = (figures.answers[label] ?? 0) + 1;
@@ -356,13 +397,75 @@ function receiverEnding() {
 const OPERATIONS = [
   ['p2p', 8, (u) => intent('wallet-api', u, { operationType: 'P2P_TRANSFER', amount: amount(), recipientUserId: otherThan(u) })],
   ['topup', 3, (u) => intent('wallet-api', u, { operationType: 'QP_TOPUP', amount: amount() })],
-  ['withdrawal', 2, (u) => intent('wallet-api', u, { operationType: 'WITHDRAWAL', amount: amount(), externalRef: `wd-${randomUUID().slice(0, 8)}` })],
-  ['miniapp-charge', 2, (u) => intent('wallet-api', MERCHANT, { operationType: 'MINIAPP_CHARGE', amount: amount(), metadata: { customerUserId: u, merchantId: MERCHANT } })],
-  ['miniapp-credit', 1, (u) => intent('wallet-api', MERCHANT, { operationType: 'MINIAPP_CREDIT', amount: 100, metadata: { customerUserId: u, merchantId: MERCHANT } })],
-  ['service-deposit', 1, (u) => intent('exchange', SERVICE_ACCOUNT_USER, { operationType: 'SERVICE_DEPOSIT', amount: 100, fromAccountName: `service.${SERVICE_ACCOUNT_USER}.THB`, metadata: { recipientUserId: u } })],
-  ['admin-transfer', 1, (u) => intent('admin-panel', 0, { operationType: 'ADMIN_TRANSFER', amount: amount(), fromAccountName: 'system.equity.THB', toAccountName: `user.${u}.THB` })],
-  ['nfc-charge', 1, (u) => intent('nfc-terminal', u, { operationType: 'NFC_CHARGE', amount: 100, fromAccountName: `user.${u}.THB`, toAccountName: `merchant.${MERCHANT}.THB`, metadata: { nfcTagId: 42 } })],
-  ['payout', 4, (u) => intent('wallet-api', u, { operationType: pick(['PSPX_WITHDRAWAL', 'THAI_QR_PAY']), amount: amount(), metadata: { ipps: { receiverType: 'MSISDN', receiverAccount: `08${pick(['1000', '2000', '3000'])}${receiverEnding()}` } } })],
+  [
+    'withdrawal',
+    2,
+    (u) => intent('wallet-api', u, { operationType: 'WITHDRAWAL', amount: amount(), externalRef: `wd-${randomUUID().slice(0, 8)}` }),
+  ],
+  [
+    'miniapp-charge',
+    2,
+    (u) =>
+      intent('wallet-api', MERCHANT, {
+        operationType: 'MINIAPP_CHARGE',
+        amount: amount(),
+        metadata: { customerUserId: u, merchantId: MERCHANT },
+      }),
+  ],
+  [
+    'miniapp-credit',
+    1,
+    (u) =>
+      intent('wallet-api', MERCHANT, {
+        operationType: 'MINIAPP_CREDIT',
+        amount: 100,
+        metadata: { customerUserId: u, merchantId: MERCHANT },
+      }),
+  ],
+  [
+    'service-deposit',
+    1,
+    (u) =>
+      intent('exchange', SERVICE_ACCOUNT_USER, {
+        operationType: 'SERVICE_DEPOSIT',
+        amount: 100,
+        fromAccountName: `service.${SERVICE_ACCOUNT_USER}.THB`,
+        metadata: { recipientUserId: u },
+      }),
+  ],
+  [
+    'admin-transfer',
+    1,
+    (u) =>
+      intent('admin-panel', 0, {
+        operationType: 'ADMIN_TRANSFER',
+        amount: amount(),
+        fromAccountName: 'system.equity.THB',
+        toAccountName: `user.${u}.THB`,
+      }),
+  ],
+  [
+    'nfc-charge',
+    1,
+    (u) =>
+      intent('nfc-terminal', u, {
+        operationType: 'NFC_CHARGE',
+        amount: 100,
+        fromAccountName: `user.${u}.THB`,
+        toAccountName: `merchant.${MERCHANT}.THB`,
+        metadata: { nfcTagId: 42 },
+      }),
+  ],
+  [
+    'payout',
+    4,
+    (u) =>
+      intent('wallet-api', u, {
+        operationType: pick(['PSPX_WITHDRAWAL', 'THAI_QR_PAY']),
+        amount: amount(),
+        metadata: { ipps: { receiverType: 'MSISDN', receiverAccount: `08${pick(['1000', '2000', '3000'])}${receiverEnding()}` } },
+      }),
+  ],
   ['invoice', 3, () => issueInvoice()],
   ['confirm', 3, (u) => confirmInvoice(u)],
   ['cancel', 1, () => cancelInvoice()],
@@ -395,7 +498,12 @@ async function intent(serviceId, user, body) {
 async function issueInvoice() {
   // Short lives, so that some invoices expire within the run.
   const ttlSeconds = pick([3, 5, 30, 60]);
-  const res = await intent('wallet-api', MERCHANT, { operationType: 'INVOICE_PAYMENT', amount: amount(), toLedgerAccountId: ledgerAccountId(`merchant.${MERCHANT}.THB`), metadata: { ttlSeconds } });
+  const res = await intent('wallet-api', MERCHANT, {
+    operationType: 'INVOICE_PAYMENT',
+    amount: amount(),
+    toLedgerAccountId: ledgerAccountId(`merchant.${MERCHANT}.THB`),
+    metadata: { ttlSeconds },
+  });
   if (res.status === 201 && typeof res.body.intentId === 'string') openInvoices.push(res.body.intentId);
 }
 
@@ -519,15 +627,57 @@ async function must(res, what) {
 async function seed() {
   for (const user of USERS) {
     await must(await call('POST', '/accounts', { user, body: { userId: user, currency: 'THB' } }), `account ${user}`);
-    await must(await call('POST', '/intents', { user, body: { idempotencyKey: randomUUID(), operationType: 'QP_TOPUP', amount: TOP_UP } }), `top-up ${user}`);
-    await must(await call('POST', '/accounts/register-ipps', { user, body: { externalUserId: `chaos-${user}`, customerEnglishName: 'Chaos Test', senderTaxId: '1101700203451', senderAccountName: 'Chaos Test', documentExpiry: '2031-12-31', dateOfBirth: '1990-01-01', phoneNumber: '0812345678', nationality: 'TH', address: '1 Test Road' } }), `register ${user}`);
+    await must(
+      await call('POST', '/intents', { user, body: { idempotencyKey: randomUUID(), operationType: 'QP_TOPUP', amount: TOP_UP } }),
+      `top-up ${user}`,
+    );
+    await must(
+      await call('POST', '/accounts/register-ipps', {
+        user,
+        body: {
+          externalUserId: `chaos-${user}`,
+          customerEnglishName: 'Chaos Test',
+          senderTaxId: '1101700203451',
+          senderAccountName: 'Chaos Test',
+          documentExpiry: '2031-12-31',
+          dateOfBirth: '1990-01-01',
+          phoneNumber: '0812345678',
+          nationality: 'TH',
+          address: '1 Test Road',
+        },
+      }),
+      `register ${user}`,
+    );
   }
-  await must(await call('POST', '/accounts', { service: 'admin-tool', user: MERCHANT, body: { userId: MERCHANT, currency: 'THB', entityType: 'merchant' } }), 'merchant');
+  await must(
+    await call('POST', '/accounts', {
+      service: 'admin-tool',
+      user: MERCHANT,
+      body: { userId: MERCHANT, currency: 'THB', entityType: 'merchant' },
+    }),
+    'merchant',
+  );
   // Mini-app payments move between user wallets (docs/rules.md, Operation table): the merchant has one besides its merchant wallet.
   await must(await call('POST', '/accounts', { user: MERCHANT, body: { userId: MERCHANT, currency: 'THB' } }), 'merchant user wallet');
-  await must(await call('POST', '/intents', { user: MERCHANT, body: { idempotencyKey: randomUUID(), operationType: 'QP_TOPUP', amount: TOP_UP } }), 'merchant top-up');
+  await must(
+    await call('POST', '/intents', { user: MERCHANT, body: { idempotencyKey: randomUUID(), operationType: 'QP_TOPUP', amount: TOP_UP } }),
+    'merchant top-up',
+  );
   // The exchange's service account deposits; the admin panel funds it from equity.
-  await must(await call('POST', '/intents', { service: 'admin-panel', user: 0, body: { idempotencyKey: randomUUID(), operationType: 'ADMIN_TRANSFER', amount: TOP_UP, fromAccountName: 'system.equity.THB', toAccountName: `service.${SERVICE_ACCOUNT_USER}.THB` } }), 'service account funding');
+  await must(
+    await call('POST', '/intents', {
+      service: 'admin-panel',
+      user: 0,
+      body: {
+        idempotencyKey: randomUUID(),
+        operationType: 'ADMIN_TRANSFER',
+        amount: TOP_UP,
+        fromAccountName: 'system.equity.THB',
+        toAccountName: `service.${SERVICE_ACCOUNT_USER}.THB`,
+      },
+    }),
+    'service account funding',
+  );
 }
 
 /** Statuses of every tracked intent, read from the database in one query (thousands of GETs a second would be load of their own). */
@@ -593,10 +743,16 @@ async function settleEverything() {
   for (const [id, status] of current) {
     if (status !== 'MANUAL_REVIEW') continue;
     const resolution = report[id]?.paid === true ? 'CONFIRMED' : 'FAILED';
-    const res = await call('POST', `/admin/intents/${id}/resolve`, { admin: true, body: { resolution, reason: 'chaos: settled from the provider report' } });
+    const res = await call('POST', `/admin/intents/${id}/resolve`, {
+      admin: true,
+      body: { resolution, reason: 'chaos: settled from the provider report' },
+    });
     if (res.status === 200) figures.manualReviewResolved += 1;
   }
-  return waitWhileProgressing((c) => pendingCount(c) === 0, (c) => pendingCount(c));
+  return waitWhileProgressing(
+    (c) => pendingCount(c) === 0,
+    (c) => pendingCount(c),
+  );
 }
 
 /** @param {Statuses} final */
@@ -632,13 +788,25 @@ function figuresTable(durationS, startedAt) {
   const rows = [
     ['run', `${startedAt}, ${durationS} s, ${CLIENTS} clients, PostgreSQL + Redis, standalone PSPX simulator`],
     ['workload requests sent', figures.requests],
-    ['workload answers', Object.entries(figures.answers).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k}: ${v}`).join(', ')],
+    [
+      'workload answers',
+      Object.entries(figures.answers)
+        .sort((a, b) => b[1] - a[1])
+        .map(([k, v]) => `${k}: ${v}`)
+        .join(', '),
+    ],
     ['no answer (service down or killed mid-request)', figures.unreachable],
     ['service SIGKILLs and restarts', figures.serviceKills],
     ['Redis restarts', figures.redisRestarts],
     ['provider faults (slow, 50% failing, next 10 failing)', figures.providerFaults],
     ['intents that got a 2xx', figures.intents],
-    ['final statuses', Object.entries(figures.byStatus).sort().map(([k, v]) => `${k}: ${v}`).join(', ')],
+    [
+      'final statuses',
+      Object.entries(figures.byStatus)
+        .sort()
+        .map(([k, v]) => `${k}: ${v}`)
+        .join(', '),
+    ],
     ['MANUAL_REVIEW resolved through the admin API', figures.manualReviewResolved],
     ['time for the workers to finish after the workload (s)', figures.settleS],
     ['confirms received by the provider', figures.confirmsSent],
@@ -691,7 +859,12 @@ async function main() {
     const table = figuresTable(DURATION_MS / 1000, startedAt);
     console.log(table);
     if (!args['no-docs']) await writeDocs(table);
-    const ok = figures.violations === 0 && figures.duplicateConfirms === 0 && figures.paidMismatches === 0 && figures.notFinal === 0 && figures.apiMismatches === 0;
+    const ok =
+      figures.violations === 0 &&
+      figures.duplicateConfirms === 0 &&
+      figures.paidMismatches === 0 &&
+      figures.notFinal === 0 &&
+      figures.apiMismatches === 0;
     console.log(ok ? 'chaos: OK' : 'chaos: FAILED');
     exitCode = ok ? 0 : 1;
   } finally {

@@ -53,11 +53,13 @@ function Account({ account }) {
       <caption>Recent history, newest first</caption>
       <thead><tr><th scope="col">Time</th><th scope="col">Intent</th><th scope="col">Type</th><th scope="col">Direction</th><th scope="col" class="num">Amount</th><th scope="col" class="num">Fee</th></tr></thead>
       <tbody>
-        ${account.transactions.map((row) => html`
+        ${account.transactions.map(
+          (row) => html`
           <tr key=${row.id}>
             <td>${time(row.createdAt)}</td><td>${intentLink(row.intentId)}</td><td>${row.operationType}</td>
             <td>${row.direction}</td><td class="num">${money(row.amount, row.currency)}</td><td class="num">${money(row.feeAmount, row.currency)}</td>
-          </tr>`)}
+          </tr>`,
+        )}
       </tbody>
     </table>
     ${account.transactions.length === 0 ? html`<p class="empty">No transactions.</p>` : null}`;

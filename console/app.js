@@ -93,16 +93,28 @@ function Section({ route }) {
 function App() {
   const [signedIn, setSignedIn] = useState(() => readToken() !== null);
   const route = useRoute();
-  useEffect(() => whenUnauthorized(() => { forgetToken(); setSignedIn(false); }), []);
+  useEffect(
+    () =>
+      whenUnauthorized(() => {
+        forgetToken();
+        setSignedIn(false);
+      }),
+    [],
+  );
   if (!signedIn) return html`<${TokenForm} onAccepted=${() => setSignedIn(true)} />`;
-  const signOut = () => { forgetToken(); setSignedIn(false); };
+  const signOut = () => {
+    forgetToken();
+    setSignedIn(false);
+  };
   return html`
     <header>
       <h1>payorch console</h1>
       <nav aria-label="Sections">
         <ul>
-          ${SECTIONS.map((s) => html`
-            <li><a href=${`#/${s.path}`} aria-current=${route.section === s.path ? 'page' : undefined}>${s.label}</a></li>`)}
+          ${SECTIONS.map(
+            (s) => html`
+            <li><a href=${`#/${s.path}`} aria-current=${route.section === s.path ? 'page' : undefined}>${s.label}</a></li>`,
+          )}
         </ul>
       </nav>
       <button type="button" class="secondary" onClick=${signOut}>Forget token</button>

@@ -35,17 +35,21 @@ function AuditResult({ result }) {
   const summary = result.ok ? 'All invariants hold' : `${result.violations.length} violation(s) found`;
   return html`
     <p role="status" class=${result.ok ? 'ok' : 'error'}><strong>${summary}</strong> (checked ${time(result.checkedAt)})</p>
-    ${result.ok
-      ? null
-      : html`
+    ${
+      result.ok
+        ? null
+        : html`
         <table>
           <caption>Violations</caption>
           <thead><tr><th scope="col">Check</th><th scope="col">Intent</th><th scope="col">Account</th><th scope="col">Detail</th></tr></thead>
           <tbody>
-            ${result.violations.map((v, index) => html`
+            ${result.violations.map(
+              (v, index) => html`
               <tr key=${index}>
                 <td>${v.check}</td><td>${v.intentId ? intentLink(v.intentId) : '—'}</td><td>${v.account ?? '—'}</td><td>${v.detail}</td>
-              </tr>`)}
+              </tr>`,
+            )}
           </tbody>
-        </table>`}`;
+        </table>`
+    }`;
 }

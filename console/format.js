@@ -39,7 +39,9 @@ export const statusBadge = (status) => html`<span class=${`badge status-${status
  * @param {{ error: unknown }} props
  */
 export const ErrorNote = ({ error }) =>
-  error instanceof Error ? html`<p class="error" role="alert">${error instanceof ApiError ? `${error.code}: ` : ''}${error.message}</p>` : null;
+  error instanceof Error
+    ? html`<p class="error" role="alert">${error instanceof ApiError ? `${error.code}: ` : ''}${error.message}</p>`
+    : null;
 
 /**
  * An input's handler that passes on the field's value.

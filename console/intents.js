@@ -89,14 +89,16 @@ export function IntentTable({ intents, caption, actions }) {
         </tr>
       </thead>
       <tbody>
-        ${intents.map((intent) => html`
+        ${intents.map(
+          (intent) => html`
           <tr key=${intent.intentId} data-intent-id=${intent.intentId}>
             <td>${time(intent.createdAt)}</td><td>${intentLink(intent.intentId)}</td><td>${intent.serviceId}</td>
             <td>${intent.operationType}</td><td>${intent.channel}</td><td>${statusBadge(intent.status)}</td>
             <td class="num">${money(intent.amount, intent.currency)}</td>
             <td>${accountLink(intent.fromAccount)}</td><td>${accountLink(intent.toAccount)}</td>
             ${actions ? html`<td>${actions(intent)}</td>` : null}
-          </tr>`)}
+          </tr>`,
+        )}
       </tbody>
     </table>
     ${intents.length === 0 ? html`<p class="empty">No intents.</p>` : null}`;
@@ -109,21 +111,30 @@ export function IntentList() {
   const [error, setError] = useState(/** @type {unknown} */ (null));
   const [loading, setLoading] = useState(false);
 
-  const load = useCallback(async (/** @type {string | undefined} */ cursor) => {
-    setLoading(true);
-    setError(null);
-    try {
-      const query = { ...filters, createdFrom: isoOf(filters.createdFrom), createdTo: isoOf(filters.createdTo), limit: PAGE_SIZE, cursor };
-      /** @type {import('./api.js').IntentPage} */
-      const page = await api(`/admin/intents${queryString(query)}`);
-      setIntents((shown) => (cursor === undefined ? page.intents : [...shown, ...page.intents]));
-      setNextCursor(page.nextCursor);
-    } catch (caught) {
-      setError(caught);
-    } finally {
-      setLoading(false);
-    }
-  }, [filters]);
+  const load = useCallback(
+    async (/** @type {string | undefined} */ cursor) => {
+      setLoading(true);
+      setError(null);
+      try {
+        const query = {
+          ...filters,
+          createdFrom: isoOf(filters.createdFrom),
+          createdTo: isoOf(filters.createdTo),
+          limit: PAGE_SIZE,
+          cursor,
+        };
+        /** @type {import('./api.js').IntentPage} */
+        const page = await api(`/admin/intents${queryString(query)}`);
+        setIntents((shown) => (cursor === undefined ? page.intents : [...shown, ...page.intents]));
+        setNextCursor(page.nextCursor);
+      } catch (caught) {
+        setError(caught);
+      } finally {
+        setLoading(false);
+      }
+    },
+    [filters],
+  );
   useEffect(() => void load(undefined), [load]);
 
   return html`
@@ -193,12 +204,14 @@ function Timeline({ events }) {
       <caption>Audit timeline, oldest first</caption>
       <thead><tr><th scope="col">Time</th><th scope="col">From</th><th scope="col">To</th><th scope="col">Reason</th><th scope="col">Details</th></tr></thead>
       <tbody>
-        ${events.map((event) => html`
+        ${events.map(
+          (event) => html`
           <tr key=${event.id}>
             <td>${time(event.createdAt)}</td><td>${event.statusFrom ?? '—'}</td><td>${event.statusTo}</td>
             <td>${event.reason ?? ''}</td>
             <td>${event.payload ? html`<details><summary>payload</summary><pre>${JSON.stringify(event.payload, null, 2)}</pre></details>` : ''}</td>
-          </tr>`)}
+          </tr>`,
+        )}
       </tbody>
     </table>`;
 }

@@ -36,7 +36,9 @@ export function ReviewQueue() {
     </p>
     <p><button type="button" class="secondary" onClick=${load}>Reload queue</button></p>
     <${ErrorNote} error=${error} />
-    ${intents === null
-      ? html`<p>Loading…</p>`
-      : html`<${IntentTable} intents=${intents} caption="Intents in MANUAL_REVIEW, newest first" actions=${(/** @type {AdminIntent} */ intent) => html`<${ResolveForm} intent=${intent} />`} />`}`;
+    ${
+      intents === null
+        ? html`<p>Loading…</p>`
+        : html`<${IntentTable} intents=${intents} caption="Intents in MANUAL_REVIEW, newest first" actions=${(/** @type {AdminIntent} */ intent) => html`<${ResolveForm} intent=${intent} />`} />`
+    }`;
 }

@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions, LogController } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
 import type { Broker } from './adapters/broker.js';
 import { createMemorySharedState, type SharedState } from './adapters/shared-state.js';
 import type { Database } from './adapters/database.js';

@@ -14,7 +14,10 @@ import { channelCarries } from './domain/channels.js';
 
 const ConfigFileSchema = Type.Object(
   {
-    secrets: Type.Record(Type.String({ minLength: 1, maxLength: 50 }), Type.Union([Type.String({ minLength: 1 }), Type.Array(Type.String({ minLength: 1 }), { minItems: 1 })])),
+    secrets: Type.Record(
+      Type.String({ minLength: 1, maxLength: 50 }),
+      Type.Union([Type.String({ minLength: 1 }), Type.Array(Type.String({ minLength: 1 }), { minItems: 1 })]),
+    ),
     serviceKeys: Type.Array(ServiceKeyInputs.create),
     routes: Type.Optional(Type.Array(RouteInputs.create)),
     feeRules: Type.Optional(Type.Array(FeeRuleInputs.create)),
@@ -103,7 +106,9 @@ export function readConfigFile(path: string): ConfigFile {
   }
   for (const [index, route] of (parsed.routes ?? []).entries()) {
     if (!channelCarries(route.channel, route.operationType)) {
-      throw new ConfigError(`CONFIG_FILE ${path}: routes[${index}] sends ${route.operationType} to ${route.channel}, which cannot carry it`);
+      throw new ConfigError(
+        `CONFIG_FILE ${path}: routes[${index}] sends ${route.operationType} to ${route.channel}, which cannot carry it`,
+      );
     }
   }
   for (const key of parsed.serviceKeys) {

@@ -73,7 +73,13 @@ export async function startService(config: Config = loadConfig()): Promise<Runni
 
   const address = await app.listen({ port: config.port, host: config.host });
   const workers = await startWorkers({ config, db, ledger: timedLedger(ledger, metrics), pspx, broker, log: app.log, metrics });
-  const expirySweep = startExpirySweep({ db, publisher: new StatusPublisher(broker, app.log), log: app.log, intervalMs: config.expirySweepIntervalMs, metrics });
+  const expirySweep = startExpirySweep({
+    db,
+    publisher: new StatusPublisher(broker, app.log),
+    log: app.log,
+    intervalMs: config.expirySweepIntervalMs,
+    metrics,
+  });
   return {
     app,
     address,

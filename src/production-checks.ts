@@ -35,7 +35,8 @@ export function unsafeProductionSettings(config: Config): string[] {
     if (secret !== undefined && isUnsafe(secret)) problems.push(`${name} is a demo secret or contains "${PLACEHOLDER}"`);
   }
   if (config.qrSigningSecretGenerated) problems.push('QR_SIGNING_SECRET is unset (invoices would not verify after a restart)');
-  else if (config.qrSigningSecret.length < SECRET_LENGTH_MIN) problems.push(`QR_SIGNING_SECRET is shorter than ${SECRET_LENGTH_MIN} characters`);
+  else if (config.qrSigningSecret.length < SECRET_LENGTH_MIN)
+    problems.push(`QR_SIGNING_SECRET is shorter than ${SECRET_LENGTH_MIN} characters`);
   if (config.adminToken !== undefined && config.adminToken.length < SECRET_LENGTH_MIN) {
     problems.push(`ADMIN_TOKEN is shorter than ${SECRET_LENGTH_MIN} characters`);
   }

@@ -102,13 +102,31 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     buckets: [1, 2, 4, 8, 16, 32, 64],
     registers,
   });
-  const pspInFlight = new Gauge({ name: 'payorch_psp_in_flight', help: 'PSPX payouts the PSP worker of this process is processing.', registers });
+  const pspInFlight = new Gauge({
+    name: 'payorch_psp_in_flight',
+    help: 'PSPX payouts the PSP worker of this process is processing.',
+    registers,
+  });
   const pspInquiries = new Counter({ name: 'payorch_psp_inquiries_total', help: 'Status inquiries sent to the PSPX provider.', registers });
   const escalations = new Counter({ name: 'payorch_psp_escalations_total', help: 'PSPX payouts moved to MANUAL_REVIEW.', registers });
-  const expiries = new Counter({ name: 'payorch_invoice_expiries_total', help: 'Invoices moved to EXPIRED by the expiry sweep.', registers });
+  const expiries = new Counter({
+    name: 'payorch_invoice_expiries_total',
+    help: 'Invoices moved to EXPIRED by the expiry sweep.',
+    registers,
+  });
   const streams = new Gauge({ name: 'payorch_live_streams_open', help: 'Open GET /intents/{id}/stream connections.', registers });
-  const authFailures = new Counter({ name: 'payorch_auth_failures_total', help: 'Requests refused 401 UNAUTHORIZED, by reason.', labelNames: ['reason'] as const, registers });
-  const rateLimited = new Counter({ name: 'payorch_rate_limited_total', help: 'Requests refused 429 RATE_LIMITED, by reason.', labelNames: ['reason'] as const, registers });
+  const authFailures = new Counter({
+    name: 'payorch_auth_failures_total',
+    help: 'Requests refused 401 UNAUTHORIZED, by reason.',
+    labelNames: ['reason'] as const,
+    registers,
+  });
+  const rateLimited = new Counter({
+    name: 'payorch_rate_limited_total',
+    help: 'Requests refused 429 RATE_LIMITED, by reason.',
+    labelNames: ['reason'] as const,
+    registers,
+  });
   const samplers: Array<() => Promise<void>> = [];
   if (options.sql !== undefined) samplers.push(outboxSampler(options.sql, registers));
 
@@ -146,8 +164,16 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
  * sets the depth to -1, so the scrape still answers and a dashboard tells "unknown" from "empty".
  */
 function outboxSampler(sql: Sql, registers: Registry[]): () => Promise<void> {
-  const depth = new Gauge({ name: 'payorch_outbox_depth', help: 'Open outbox jobs (not done); -1 when the database could not be read.', registers });
-  const oldestAge = new Gauge({ name: 'payorch_outbox_oldest_job_age_seconds', help: 'Age of the oldest open outbox job; 0 when the outbox is empty.', registers });
+  const depth = new Gauge({
+    name: 'payorch_outbox_depth',
+    help: 'Open outbox jobs (not done); -1 when the database could not be read.',
+    registers,
+  });
+  const oldestAge = new Gauge({
+    name: 'payorch_outbox_oldest_job_age_seconds',
+    help: 'Age of the oldest open outbox job; 0 when the outbox is empty.',
+    registers,
+  });
   return async () => {
     try {
       const { rows } = await sql.query<{ depth: number; oldest_age_s: number }>(

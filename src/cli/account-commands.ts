@@ -37,7 +37,8 @@ async function create(args: string[], io: CliIo): Promise<ExitCode> {
     parseArgs({ args, allowPositionals: true, options: { ...COMMON_OPTIONS, entity: { type: 'string' } } }),
   );
   const [rawUserId, ...rest] = positionals;
-  if (rawUserId === undefined || rest.length > 0) throw new UsageError('usage: payorch accounts create USER_ID [--entity user|merchant|agent]');
+  if (rawUserId === undefined || rest.length > 0)
+    throw new UsageError('usage: payorch accounts create USER_ID [--entity user|merchant|agent]');
   const userId = integerArg(rawUserId, 'USER_ID');
   const entityType = entityTypeOf(values.entity);
   const context = apiContext(values, io);

@@ -17,7 +17,10 @@ async function resolve(args: string[], io: CliIo): Promise<ExitCode> {
   }
   const context = apiContext(values, io);
   return runRequests(context, async () => {
-    const answer = await context.client.admin.resolve(intentId, { resolution, ...(values.reason === undefined ? {} : { reason: values.reason }) });
+    const answer = await context.client.admin.resolve(intentId, {
+      resolution,
+      ...(values.reason === undefined ? {} : { reason: values.reason }),
+    });
     context.out.show(answer, () => context.out.record(Object.entries(answer)));
   });
 }

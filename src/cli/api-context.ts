@@ -13,6 +13,13 @@ export const COMMON_OPTIONS = {
   'legacy-signature': { type: 'boolean', default: false },
 } as const;
 
+/** The options of every command that names a payment: its operation type, amount and currency. */
+export const PAYMENT_OPTIONS = {
+  type: { type: 'string' },
+  amount: { type: 'string' },
+  currency: { type: 'string' },
+} as const;
+
 export interface CommonValues {
   readonly service?: string | undefined;
   readonly user?: string | undefined;
@@ -129,6 +136,7 @@ export function reportFailure(context: Pick<ApiContext, 'out' | 'io'>, error: un
 }
 
 /** Runs the command's requests; a refused or failed request becomes its exit code. */
+// biome-ignore lint/suspicious/noConfusingVoidType: a command's work that returns nothing succeeded; `undefined` would make every such callback say so
 export async function runRequests(context: ApiContext, work: () => Promise<ExitCode | void>): Promise<ExitCode> {
   try {
     return (await work()) ?? EXIT.OK;

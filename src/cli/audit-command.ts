@@ -16,7 +16,11 @@ export async function auditCommand(args: string[], io: CliIo): Promise<ExitCode>
     const result = await context.client.admin.audit(values.since === undefined ? {} : { since: values.since });
     const { out } = context;
     out.show(result, () => {
-      out.line(result.ok ? `ok: every invariant holds (checked at ${result.checkedAt})` : `${result.violations.length} violation(s) (checked at ${result.checkedAt})`);
+      out.line(
+        result.ok
+          ? `ok: every invariant holds (checked at ${result.checkedAt})`
+          : `${result.violations.length} violation(s) (checked at ${result.checkedAt})`,
+      );
       if (result.ok) return;
       out.table(
         [{ header: 'check' }, { header: 'intent/account' }, { header: 'detail' }],

@@ -8,7 +8,7 @@ import { type CliIo, EXIT, type ExitCode, UsageError } from './cli-io.js';
 const METHODS: readonly HttpMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
 function printAnswer(io: CliIo, json: boolean, status: number, body: unknown): void {
-  if (!json) io.out(`${status} ${STATUS_CODES[status] ?? ''}`.trimEnd() + '\n');
+  if (!json) io.out(`${`${status} ${STATUS_CODES[status] ?? ''}`.trimEnd()}\n`);
   io.out(typeof body === 'string' ? `${body}\n` : `${JSON.stringify(body, null, 2)}\n`);
 }
 

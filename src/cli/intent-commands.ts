@@ -1,7 +1,16 @@
 import { parseArgs } from 'node:util';
 import type { Intent, IntentCreated, IntentCreateRequest, OperationType, Quote, QuoteRequest } from '../client/types.js';
 import { OPERATION_TYPES } from '../domain/model.js';
-import { apiContext, COMMON_OPTIONS, jsonObjectArg, optionalIntegerArg, parseCommandLine, requireUser, runRequests } from './api-context.js';
+import {
+  apiContext,
+  COMMON_OPTIONS,
+  jsonObjectArg,
+  optionalIntegerArg,
+  PAYMENT_OPTIONS,
+  parseCommandLine,
+  requireUser,
+  runRequests,
+} from './api-context.js';
 import { type CliIo, type ExitCode, UsageError } from './cli-io.js';
 import { formatMoney, type Output } from './output.js';
 import { watchIntent } from './watch-intent.js';
@@ -68,9 +77,7 @@ async function create(args: string[], io: CliIo): Promise<ExitCode> {
       allowPositionals: true,
       options: {
         ...COMMON_OPTIONS,
-        type: { type: 'string' },
-        amount: { type: 'string' },
-        currency: { type: 'string' },
+        ...PAYMENT_OPTIONS,
         recipient: { type: 'string' },
         'from-account': { type: 'string' },
         'to-account': { type: 'string' },
@@ -143,11 +150,17 @@ async function watch(args: string[], io: CliIo): Promise<ExitCode> {
     parseArgs({
       args,
       allowPositionals: true,
-      options: { ...COMMON_OPTIONS, 'interval-ms': { type: 'string' }, 'timeout-s': { type: 'string' }, poll: { type: 'boolean', default: false } },
+      options: {
+        ...COMMON_OPTIONS,
+        'interval-ms': { type: 'string' },
+        'timeout-s': { type: 'string' },
+        poll: { type: 'boolean', default: false },
+      },
     }),
   );
   const [id, ...rest] = positionals;
-  if (id === undefined || rest.length > 0) throw new UsageError('usage: payorch intents watch ID [--interval-ms N] [--timeout-s N] [--poll]');
+  if (id === undefined || rest.length > 0)
+    throw new UsageError('usage: payorch intents watch ID [--interval-ms N] [--timeout-s N] [--poll]');
   const intervalMs = optionalIntegerArg(values['interval-ms'], '--interval-ms') ?? WATCH_INTERVAL_MS_DEFAULT;
   const timeoutS = optionalIntegerArg(values['timeout-s'], '--timeout-s') ?? WATCH_TIMEOUT_S_DEFAULT;
   if (intervalMs < WATCH_INTERVAL_MS_MIN) throw new UsageError(`--interval-ms must be >= ${WATCH_INTERVAL_MS_MIN}`);
@@ -176,7 +189,11 @@ export async function quoteCommand(args: string[], io: CliIo): Promise<ExitCode>
     parseArgs({
       args,
       allowPositionals: true,
-      options: { ...COMMON_OPTIONS, type: { type: 'string' }, amount: { type: 'string' }, currency: { type: 'string' }, metadata: { type: 'string' } },
+      options: {
+        ...COMMON_OPTIONS,
+        ...PAYMENT_OPTIONS,
+        metadata: { type: 'string' },
+      },
     }),
   );
   if (positionals.length > 1) throw new UsageError('quote takes at most one BODY argument');
@@ -210,4 +227,3 @@ export async function intentsCommand(args: string[], io: CliIo): Promise<ExitCod
       throw new UsageError(`unknown command: intents ${sub ?? ''}`.trimEnd());
   }
 }
-

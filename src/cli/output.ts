@@ -44,7 +44,12 @@ export class Output {
   }
 
   table(columns: readonly Column[], rows: readonly (readonly unknown[])[]): void {
-    this.io.out(formatTable(columns, rows.map((row) => row.map(cell))));
+    this.io.out(
+      formatTable(
+        columns,
+        rows.map((row) => row.map(cell)),
+      ),
+    );
   }
 
   line(text: string): void {

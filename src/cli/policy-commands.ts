@@ -1,6 +1,14 @@
 import { parseArgs } from 'node:util';
 import type { PolicyEvaluationRequest } from '../client/types.js';
-import { apiContext, COMMON_OPTIONS, jsonObjectArg, optionalIntegerArg, parseCommandLine, runRequests } from './api-context.js';
+import {
+  apiContext,
+  COMMON_OPTIONS,
+  jsonObjectArg,
+  optionalIntegerArg,
+  parseCommandLine,
+  runRequests,
+  PAYMENT_OPTIONS,
+} from './api-context.js';
 import { type CliIo, type ExitCode, UsageError } from './cli-io.js';
 
 /**
@@ -14,11 +22,9 @@ async function evaluate(args: string[], io: CliIo): Promise<ExitCode> {
       allowPositionals: true,
       options: {
         ...COMMON_OPTIONS,
-        amount: { type: 'string' },
-        currency: { type: 'string' },
+        ...PAYMENT_OPTIONS,
         channel: { type: 'string' },
         app: { type: 'string' },
-        type: { type: 'string' },
         merchant: { type: 'string' },
       },
     }),
@@ -42,7 +48,8 @@ async function evaluate(args: string[], io: CliIo): Promise<ExitCode> {
     ...Object.fromEntries(flags),
   };
   const missing = ['userId', 'amount', 'channel', 'appId', 'operationType'].filter((field) => merged[field] === undefined);
-  if (missing.length > 0) throw new UsageError(`policies evaluate needs ${missing.join(', ')} (--user, --amount, --channel, --app, --type)`);
+  if (missing.length > 0)
+    throw new UsageError(`policies evaluate needs ${missing.join(', ')} (--user, --amount, --channel, --app, --type)`);
   // The fields above are present; their formats are the service's to judge (422).
   const body = merged as unknown as PolicyEvaluationRequest;
   return runRequests(context, async () => {

@@ -42,5 +42,5 @@ export function formatTable(columns: readonly Column[], rows: readonly (readonly
 /** One record as `field  value` lines. */
 export function formatRecord(entries: readonly (readonly [string, string])[]): string {
   const width = Math.max(0, ...entries.map(([field]) => widthOf(field)));
-  return entries.map(([field, value]) => `${pad(field, width, 'left')}${GAP}${clip(value)}`.trimEnd()).join('\n') + '\n';
+  return `${entries.map(([field, value]) => `${pad(field, width, 'left')}${GAP}${clip(value)}`.trimEnd()).join('\n')}\n`;
 }

@@ -75,7 +75,10 @@ function statusPrinter(context: ApiContext): (line: StatusLine) => void {
   };
 }
 
-type Wake = { readonly kind: 'tick' } | { readonly kind: 'message'; readonly message: IntentStatusMessage } | { readonly kind: 'stream-ended' };
+type Wake =
+  | { readonly kind: 'tick' }
+  | { readonly kind: 'message'; readonly message: IntentStatusMessage }
+  | { readonly kind: 'stream-ended' };
 
 /**
  * The live stream, as a source of wake-ups: `next()` resolves with its next message, or with

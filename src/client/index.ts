@@ -7,5 +7,13 @@ export { createPayorchClient, type PayorchClient, type PayorchClientOptions, typ
 export type { AdminApi, AdminCollection } from './admin-api.js';
 export { PayorchConnectionError, PayorchError, type PayorchErrorBody, type PayorchErrorCode } from './payorch-error.js';
 export type { ClientRequest } from './requester.js';
-export { backoffMs, DEFAULT_RETRY, REQUEST_TIMEOUT_MS, RETRY_DELAY_MAX_MS, type HttpMethod, type RetryPolicy, type SignatureScheme } from './transport.js';
+export {
+  backoffMs,
+  DEFAULT_RETRY,
+  REQUEST_TIMEOUT_MS,
+  RETRY_DELAY_MAX_MS,
+  type HttpMethod,
+  type RetryPolicy,
+  type SignatureScheme,
+} from './transport.js';
 export type * from './types.js';

@@ -128,18 +128,28 @@ export function createPayorchClient(options: PayorchClientOptions): PayorchClien
       create: (body, user = {}) =>
         call({ method: 'POST', path: '/accounts', json: { currency: 'THB', ...body }, userId: user.userId ?? body.userId, retry: true }),
       balance: (name) => call({ method: 'GET', path: `/accounts/${segment(name)}/balance`, retry: true }),
-      transactions: (name, query = {}) => call({ method: 'GET', path: `/accounts/${segment(name)}/transactions${queryString({ ...query })}`, retry: true }),
+      transactions: (name, query = {}) =>
+        call({ method: 'GET', path: `/accounts/${segment(name)}/transactions${queryString({ ...query })}`, retry: true }),
     },
     // Idempotent: a second registration answers 200 without calling the provider.
     registerIpps: (body, user) => call({ method: 'POST', path: '/accounts/register-ipps', json: body, userId: user.userId, retry: true }),
     intents: {
       create: (body, user) =>
-        call({ method: 'POST', path: '/intents', json: { ...body, idempotencyKey: body.idempotencyKey ?? randomUUID() }, userId: user.userId, retry: true }),
+        call({
+          method: 'POST',
+          path: '/intents',
+          json: { ...body, idempotencyKey: body.idempotencyKey ?? randomUUID() },
+          userId: user.userId,
+          retry: true,
+        }),
       get: (intentId) => call({ method: 'GET', path: `/intents/${segment(intentId)}`, retry: true }),
       events: (intentId) => call({ method: 'GET', path: `/intents/${segment(intentId)}/events`, retry: true }),
       async *stream(intentId, streamOptions = {}) {
         const path = `/intents/${segment(intentId)}/stream`;
-        const opened = await transport.open({ method: 'GET', path, headers: { accept: 'text/event-stream' } }, streamOptions.signal ?? new AbortController().signal);
+        const opened = await transport.open(
+          { method: 'GET', path, headers: { accept: 'text/event-stream' } },
+          streamOptions.signal ?? new AbortController().signal,
+        );
         if (opened.kind === 'answer') throw new PayorchError(opened.response.status, errorBodyOf(opened.response.body));
         if (opened.response.body === null) return;
         yield* statusEvents(opened.response.body);

@@ -20,7 +20,11 @@ export interface ClientRequest {
 export type Requester = <T>(request: ClientRequest) => Promise<T>;
 
 export const errorBodyOf = (body: unknown): PayorchErrorBody | string =>
-  typeof body === 'object' && body !== null && !Array.isArray(body) ? (body as PayorchErrorBody) : typeof body === 'string' ? body : JSON.stringify(body);
+  typeof body === 'object' && body !== null && !Array.isArray(body)
+    ? (body as PayorchErrorBody)
+    : typeof body === 'string'
+      ? body
+      : JSON.stringify(body);
 
 /** The answer with its status, or PayorchError for a 4xx or 5xx. */
 export async function sendChecked(transport: Transport, request: ClientRequest): Promise<RawResponse> {

@@ -67,7 +67,10 @@ export interface Transport {
    * One attempt, no time-out but the caller's signal (a stream stays open as long as the caller
    * wants it): the open response for a 1xx–3xx, the parsed answer otherwise.
    */
-  open(request: Omit<SendRequest, 'retry'>, signal: AbortSignal): Promise<{ readonly kind: 'open'; readonly response: Response } | { readonly kind: 'answer'; readonly response: RawResponse }>;
+  open(
+    request: Omit<SendRequest, 'retry'>,
+    signal: AbortSignal,
+  ): Promise<{ readonly kind: 'open'; readonly response: Response } | { readonly kind: 'answer'; readonly response: RawResponse }>;
 }
 
 export function checkRetryPolicy(policy: RetryPolicy): RetryPolicy {
@@ -120,7 +123,14 @@ export function createTransport(options: TransportOptions): Transport {
     // and must not repeat the nonce of the attempt before it.
     const sign = options.signatureScheme === 'message' ? messageSignedHeaders : signedHeaders;
     const headers: Record<string, string> = {
-      ...sign(options.serviceId, options.secret, request.method, request.path, body, request.userId === undefined ? {} : { userId: request.userId }),
+      ...sign(
+        options.serviceId,
+        options.secret,
+        request.method,
+        request.path,
+        body,
+        request.userId === undefined ? {} : { userId: request.userId },
+      ),
       ...(body === '' ? {} : { 'content-type': 'application/json' }),
       ...request.headers,
     };
@@ -149,7 +159,11 @@ export function createTransport(options: TransportOptions): Transport {
       assert.ok(last !== undefined, 'attemptsMax >= 1 is checked at construction');
       if (last.kind === 'answer') return last.response;
       const reason = describeNetworkError(last.error);
-      throw new PayorchConnectionError(`${request.method} ${base}${request.path}: no answer after ${attemptsMax} attempt(s): ${reason}`, attemptsMax, last.error);
+      throw new PayorchConnectionError(
+        `${request.method} ${base}${request.path}: no answer after ${attemptsMax} attempt(s): ${reason}`,
+        attemptsMax,
+        last.error,
+      );
     },
     async open(request, signal) {
       let response: Response;

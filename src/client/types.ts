@@ -10,7 +10,14 @@ import type { AuthPolicyInput as AuthPolicyCreate, AuthPolicyRecord } from '../d
 import type { FeeRuleInput as FeeRuleCreate, FeeRuleRecord } from '../domain/admin/fee-rules.js';
 import type { LimitRuleInput as LimitRuleCreate, LimitRuleRecord } from '../domain/admin/limit-rules.js';
 import type { RouteInput as RouteCreate, RouteRecord } from '../domain/admin/routes.js';
-import type { Permissions, ServiceKeyInput as ServiceKeyCreate, ServiceKeyPatch as ServiceKeyChange, ServiceKeyRecord } from '../domain/admin/service-keys.js';
+import type {
+  Permissions,
+  ServiceKeyInput as ServiceKeyCreate,
+  ServiceKeyPatch as ServiceKeyChange,
+  ServiceKeyRecord,
+} from '../domain/admin/service-keys.js';
+import type { AuditResult, AuditViolation } from '../domain/audit.js';
+import type { IntentFilter } from '../domain/intents/store/intent-listing.js';
 import type { IntentInput, QuoteInput } from '../domain/intents/create/intent-request.js';
 import type { AccountType, Channel, EntityType, IntentStatus, OperationType, StepUpLevel } from '../domain/model.js';
 
@@ -27,7 +34,9 @@ export type Metadata = Readonly<Record<string, unknown>>;
 
 // Health -------------------------------------------------------------------------------------------
 
-export type Health = { readonly status: 'ok'; readonly version: string; readonly timestamp: string } | { readonly status: 'ko'; readonly message: string };
+export type Health =
+  | { readonly status: 'ok'; readonly version: string; readonly timestamp: string }
+  | { readonly status: 'ko'; readonly message: string };
 
 // Intents ------------------------------------------------------------------------------------------
 
@@ -235,20 +244,8 @@ export interface ResolveResult {
   readonly queuedJob: string | null;
 }
 
-export interface AuditViolation {
-  /** The name of the invariant that does not hold (src/domain/audit.ts AUDIT_CHECKS). */
-  readonly check: string;
-  readonly detail: string;
-  readonly intentId?: string;
-  readonly account?: string;
-}
-
 /** A broken invariant is a finding, not a failed request: 200 with ok false. */
-export interface AuditResult {
-  readonly ok: boolean;
-  readonly checkedAt: string;
-  readonly violations: readonly AuditViolation[];
-}
+export type { AuditResult, AuditViolation };
 
 /** An intent as operators see it (GET /admin/intents): every service's, with its key and PSP state. */
 export interface AdminIntent extends Omit<Intent, 'operationType' | 'channel' | 'status'> {
@@ -272,15 +269,7 @@ export interface AdminIntentPage {
   readonly nextCursor: string | null;
 }
 
-export interface AdminIntentQuery {
-  readonly status?: IntentStatus;
-  readonly operationType?: OperationType;
-  readonly channel?: Channel;
-  readonly serviceId?: string;
-  /** ISO 8601, inclusive. */
-  readonly createdFrom?: string;
-  /** ISO 8601, exclusive. */
-  readonly createdTo?: string;
+export interface AdminIntentQuery extends IntentFilter {
   readonly cursor?: string;
   readonly limit?: number;
 }

@@ -137,7 +137,11 @@ export interface OpenedAccount {
  * POST /accounts: the accounts of a user (a wallet), or of a merchant or agent (a wallet and a
  * settlement account), opened together and idempotently; `settlement` is null for a user.
  */
-export async function openAccounts(db: Database, ledger: Ledger, opening: AccountOpening): Promise<{ primary: OpenedAccount; settlement: OpenedAccount | null }> {
+export async function openAccounts(
+  db: Database,
+  ledger: Ledger,
+  opening: AccountOpening,
+): Promise<{ primary: OpenedAccount; settlement: OpenedAccount | null }> {
   if (opening.actor !== 0 && opening.actor !== opening.userId) throw apiError('VALIDATION_ERROR', 'X-User-Id must equal body.userId');
   if (!opening.entityTypesAllowed.includes(opening.entityType)) {
     throw apiError('FORBIDDEN', `service ${opening.serviceId} may not create ${opening.entityType} accounts`);

@@ -120,7 +120,13 @@ function ledgerCheck(check: AuditCheck, run: (sql: Sql) => Promise<string[]>): C
 
 /** Each mapped account exists in the ledger, on its ledger, guarded exactly when its type is (docs/rules.md R19). */
 async function checkAccountMap(sql: Sql): Promise<AuditViolation[]> {
-  const { rows } = await sql.query<{ account_name: string; account_type: string; flags: number | null; ledger: number | null; ledger_number: number }>(
+  const { rows } = await sql.query<{
+    account_name: string;
+    account_type: string;
+    flags: number | null;
+    ledger: number | null;
+    ledger_number: number;
+  }>(
     `SELECT a.account_name, a.account_type, l.flags, l.ledger, a.ledger_number
        FROM accounts a LEFT JOIN ledger_accounts l ON l.id = a.ledger_account_id
       WHERE l.id IS NULL
@@ -154,7 +160,15 @@ const RELEASE_QUEUED = `SELECT 1 FROM outbox o WHERE o.intent_id = i.id AND o.ki
  * channel's in-flight intents (and of FAILED ones whose void is still queued).
  */
 async function checkTransitAccounts(sql: Sql): Promise<AuditViolation[]> {
-  const { rows } = await sql.query<{ account_name: string; held: boolean; net_posted: string; debits_pending: string; credits_pending: string; reserved: string; intents: string }>(
+  const { rows } = await sql.query<{
+    account_name: string;
+    held: boolean;
+    net_posted: string;
+    debits_pending: string;
+    credits_pending: string;
+    reserved: string;
+    intents: string;
+  }>(
     `WITH transit_of (channel, transit) AS (SELECT * FROM unnest($1::text[], $2::text[])),
      reserved AS (
        SELECT 'system.transit.' || m.transit || '.' || i.currency AS account_name,
@@ -280,7 +294,10 @@ async function checkIntentMoney(sql: Sql, context: Context): Promise<AuditViolat
   }
   return [
     ...capPerCheck(violations),
-    { check: 'audit_incomplete', detail: `more than ${intentPagesMax * intentPageSizeMax} intents in scope; run the audit with a since date` },
+    {
+      check: 'audit_incomplete',
+      detail: `more than ${intentPagesMax * intentPageSizeMax} intents in scope; run the audit with a since date`,
+    },
   ];
 }
 
@@ -331,7 +348,14 @@ function settledPlan(intent: IntentMoneyRow): { expectations: Expectation[]; vio
   const violation = (detail: string): AuditViolation => ({ check: 'settled_postings', intentId: intent.id, detail });
   const { from_ledger_id: from, to_ledger_id: to, transit_ledger_id: transit } = intent;
   if (from === null || to === null || transit === null) {
-    return { expectations: [], violations: [violation(`a SETTLED intent needs its from, to and transit accounts in the account map (from: ${intent.from_account_name ?? 'none'})`)] };
+    return {
+      expectations: [],
+      violations: [
+        violation(
+          `a SETTLED intent needs its from, to and transit accounts in the account map (from: ${intent.from_account_name ?? 'none'})`,
+        ),
+      ],
+    };
   }
   const violations: AuditViolation[] = [];
   const feeTotal = intent.fee_legs.reduce((sum, leg) => sum + BigInt(leg.amount), 0n);
@@ -359,7 +383,11 @@ function settledPlan(intent: IntentMoneyRow): { expectations: Expectation[]; vio
 }
 
 /** In flight: only the reservation exists. Ended without settling: nothing stayed moved. */
-function unsettledPlan(intent: IntentMoneyRow, check: AuditCheck, reserveRule: Rule): { expectations: Expectation[]; violations: AuditViolation[] } {
+function unsettledPlan(
+  intent: IntentMoneyRow,
+  check: AuditCheck,
+  reserveRule: Rule,
+): { expectations: Expectation[]; violations: AuditViolation[] } {
   const expect = expectationsFor(intent, check);
   const expectations = [
     reserveRule === 'pending_reserve'
@@ -377,7 +405,11 @@ function unsettledPlan(intent: IntentMoneyRow, check: AuditCheck, reserveRule: R
 }
 
 function expectationsFor(intent: IntentMoneyRow, check: AuditCheck) {
-  return (step: string, rule: Rule, fields: { debitId?: string | null; creditId?: string | null; amount?: bigint; pendingId?: string }): Expectation => ({
+  return (
+    step: string,
+    rule: Rule,
+    fields: { debitId?: string | null; creditId?: string | null; amount?: bigint; pendingId?: string },
+  ): Expectation => ({
     check,
     intentId: intent.id,
     step,

@@ -45,7 +45,16 @@ async function seedRules(tx: Sql, file: ConfigFile): Promise<void> {
       await tx.query(
         `INSERT INTO fee_rules (name, operation_type, expression, timing, tags_include, tags_exclude, priority, active)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-        [f.name, f.operationType, f.expression, f.timing ?? 'PRE', f.tagsInclude ?? [], f.tagsExclude ?? [], f.priority ?? 0, f.active ?? true],
+        [
+          f.name,
+          f.operationType,
+          f.expression,
+          f.timing ?? 'PRE',
+          f.tagsInclude ?? [],
+          f.tagsExclude ?? [],
+          f.priority ?? 0,
+          f.active ?? true,
+        ],
       );
     }
   }

@@ -49,4 +49,5 @@ export const channelCarries = (channel: Channel, operationType: string): boolean
 /** Whether the channel's intents are two-phase invoices: no payer, fees or money until confirmed. */
 export const isInvoiceChannel = (channel: Channel): boolean => CHANNEL_BEHAVIOUR[channel].createdAs === 'CREATED';
 
-export const transitAccountName = (channel: Channel, currency: string) => `system.transit.${CHANNEL_BEHAVIOUR[channel].transit}.${currency}`;
+export const transitAccountName = (channel: Channel, currency: string) =>
+  `system.transit.${CHANNEL_BEHAVIOUR[channel].transit}.${currency}`;

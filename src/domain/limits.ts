@@ -68,7 +68,9 @@ export async function loadLimitRules(sql: Sql, operationType: string, currency: 
 
 /** The rules of a cached set that apply to this subject, in id order (the cache keeps every active rule). */
 export const applicableLimitRules = (rules: readonly LimitRule[], subject: Pick<LimitSubject, 'operationType' | 'currency'>) =>
-  rules.filter((rule) => (rule.operationType === '*' || rule.operationType === subject.operationType) && rule.currency === subject.currency);
+  rules.filter(
+    (rule) => (rule.operationType === '*' || rule.operationType === subject.operationType) && rule.currency === subject.currency,
+  );
 
 /** One usage comparison: the rule's usage on one side of the payment, in the rule's unit. */
 export interface LimitCheck {
@@ -122,7 +124,14 @@ export async function enforceLimits(sql: Sql, subject: LimitSubject, now = new D
   }
 }
 
-async function usage(sql: Sql, rule: LimitRule, side: 'from' | 'to', userId: number, since: Date | null, excludedIntentId: string | null): Promise<bigint> {
+async function usage(
+  sql: Sql,
+  rule: LimitRule,
+  side: 'from' | 'to',
+  userId: number,
+  since: Date | null,
+  excludedIntentId: string | null,
+): Promise<bigint> {
   if (since === null) return 0n;
   const column = side === 'from' ? 'from_user_id' : 'to_user_id';
   const measure = rule.limitType === 'AMOUNT' ? 'coalesce(sum(amount), 0)::bigint' : 'count(*)::bigint';

@@ -31,7 +31,8 @@ export function signatureBase(components: readonly Component[], signatureParams:
 }
 
 /** base64 of HMAC-SHA256 over the signature base, keyed by the secret's UTF-8 bytes. */
-export const messageSignature = (secret: string, base: string): string => createHmac('sha256', secret).update(base, 'utf8').digest('base64');
+export const messageSignature = (secret: string, base: string): string =>
+  createHmac('sha256', secret).update(base, 'utf8').digest('base64');
 
 /** `@path` and `@query` from the path with its query as sent: the query keeps its `?`, and is `?` alone when there is none. */
 export function pathAndQuery(pathWithQuery: string): { readonly path: string; readonly query: string } {
@@ -54,7 +55,8 @@ export interface SignatureParams {
 
 /** The inner list of Signature-Input for `label=`: covered components in order, then created, keyid, nonce, alg. */
 export function serializeSignatureParams(componentNames: readonly string[], params: SignatureParams): string {
-  if (!Number.isSafeInteger(params.created) || params.created < 0) throw new RangeError(`created must be Unix seconds (got ${params.created})`);
+  if (!Number.isSafeInteger(params.created) || params.created < 0)
+    throw new RangeError(`created must be Unix seconds (got ${params.created})`);
   const list = `(${componentNames.map(sfString).join(' ')})`;
   const nonce = params.nonce === undefined ? '' : `;nonce=${sfString(params.nonce)}`;
   const alg = params.alg === undefined ? '' : `;alg=${sfString(params.alg)}`;

@@ -91,4 +91,3 @@ export type StepUpLevel = (typeof STEP_UP_LEVELS)[number];
 
 export const ENTITY_TYPES = ['user', 'merchant', 'agent'] as const;
 export type EntityType = (typeof ENTITY_TYPES)[number];
-

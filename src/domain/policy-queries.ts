@@ -40,12 +40,20 @@ async function readPayerFacts(sql: Sql, keys: readonly string[]): Promise<Map<st
               SELECT 1 FROM intents i
                WHERE i.status = 'SETTLED' AND i.from_user_id = k.user_id AND i.metadata->>'merchantUserId' = k.merchant) END AS paid_before
        FROM unnest($1::text[], $2::bigint[], $3::bpchar[], $4::text[]) AS k (key, user_id, currency, merchant)`,
-    [keys, asked.map(([userId]) => userId), asked.map(([, currency]) => currency), asked.map(([, , merchantId]) => (merchantId === null ? null : String(merchantId)))],
+    [
+      keys,
+      asked.map(([userId]) => userId),
+      asked.map(([, currency]) => currency),
+      asked.map(([, , merchantId]) => (merchantId === null ? null : String(merchantId))),
+    ],
   );
   return new Map(rows.map((row) => [row.key, { dailyCumulative: BigInt(row.total), isNewPayee: row.paid_before === false }]));
 }
 
 /** The active policies of these scopes from a config snapshot: one list per scope, each in (priority, id) order, as decide() wants them. */
-export function cachedPolicies(policies: ReadonlyMap<string, readonly AuthPolicy[]>, scopes: readonly string[]): Array<readonly AuthPolicy[]> {
+export function cachedPolicies(
+  policies: ReadonlyMap<string, readonly AuthPolicy[]>,
+  scopes: readonly string[],
+): Array<readonly AuthPolicy[]> {
   return scopes.map((scope) => policies.get(scope) ?? []);
 }

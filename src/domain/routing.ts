@@ -1,6 +1,6 @@
 import type { Sql } from '../adapters/database.js';
 import { apiError } from './errors.js';
-import { type Channel } from './model.js';
+import type { Channel } from './model.js';
 import { channelCarries } from './channels.js';
 
 /** An active route as the cache holds it (config-cache.ts). */
@@ -39,7 +39,8 @@ export function pickChannel(routes: readonly RouteRow[], operationType: string, 
  * check (or by hand) is refused here, before any money moves, rather than followed.
  */
 function carried(channel: Channel, operationType: string): Channel {
-  if (!channelCarries(channel, operationType)) throw apiError('NO_ROUTE', `the route names channel ${channel}, which cannot carry ${operationType}`);
+  if (!channelCarries(channel, operationType))
+    throw apiError('NO_ROUTE', `the route names channel ${channel}, which cannot carry ${operationType}`);
   return channel;
 }
 

@@ -10,8 +10,16 @@ export function signingString(timestamp: string | number, method: string, pathWi
   return `${timestamp}\n${method.toUpperCase()}\n${pathWithQuery}\n${sha256Hex(rawBody)}`;
 }
 
-export function signRequest(secret: string, timestamp: string | number, method: string, pathWithQuery: string, rawBody: string | Uint8Array): string {
-  return createHmac('sha256', secret).update(signingString(timestamp, method, pathWithQuery, rawBody)).digest('hex');
+export function signRequest(
+  secret: string,
+  timestamp: string | number,
+  method: string,
+  pathWithQuery: string,
+  rawBody: string | Uint8Array,
+): string {
+  return createHmac('sha256', secret)
+    .update(signingString(timestamp, method, pathWithQuery, rawBody))
+    .digest('hex');
 }
 
 const HEX_SHA256 = /^[0-9a-f]{64}$/;

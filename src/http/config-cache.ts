@@ -4,11 +4,9 @@ import type { Sql } from '../adapters/database.js';
 import type { Permissions } from '../domain/admin/service-keys.js';
 import type { ConfigSnapshot } from '../domain/config-snapshot.js';
 import type { FeeRule } from '../domain/fees/index.js';
-import type { LimitDirection, LimitRule, LimitType, LimitWindow } from '../domain/limits.js';
+import type { LimitDirection, LimitType, LimitWindow } from '../domain/limits.js';
 import type { Channel, StepUpLevel } from '../domain/model.js';
 import type { AuthPolicy } from '../domain/policies.js';
-import type { RouteRow } from '../domain/routing.js';
-import type { ServiceKey } from '../domain/service-keys.js';
 
 /**
  * Keeps the latest snapshot and checks it against the database's version once per call of

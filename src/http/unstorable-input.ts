@@ -50,7 +50,8 @@ function visitItems(items: readonly unknown[], level: number): InputIssue | null
 function visitFields(fields: ReadonlyArray<readonly [string, unknown]>, level: number): InputIssue | null {
   for (const [key, field] of fields) {
     // Reported at the object: the key itself is what cannot be printed or stored.
-    if (!isStorableText(key)) return { instancePath: '', message: 'must not have a property name with a lone UTF-16 surrogate or a NUL character' };
+    if (!isStorableText(key))
+      return { instancePath: '', message: 'must not have a property name with a lone UTF-16 surrogate or a NUL character' };
     const issue = visit(field, level + 1);
     if (issue !== null) return within(key, issue);
   }

@@ -58,7 +58,6 @@ export interface TransferInput {
   readonly flags: number;
 }
 
-
 export interface Transfer {
   readonly id: string;
   readonly debitAccountId: string;

@@ -42,9 +42,7 @@ export class SqlLedger implements Ledger {
       assert.equal(account.flags & AccountFlags.linked, 0, 'linked accounts are not supported');
       return { id: account.id, ledger: account.ledger, code: account.code, flags: account.flags };
     });
-    const { rows } = await sql.query<{ results: unknown }>('SELECT ledger_create_accounts($1::jsonb) AS results', [
-      JSON.stringify(events),
-    ]);
+    const { rows } = await sql.query<{ results: unknown }>('SELECT ledger_create_accounts($1::jsonb) AS results', [JSON.stringify(events)]);
     return parseResults(rows[0]?.results, accounts.length, CreateAccountError);
   }
 
@@ -62,7 +60,7 @@ export class SqlLedger implements Ledger {
     assertLookupSize(ids.length);
     // No short cut for an empty list: the health probe looks up zero accounts to learn whether
     // the ledger answers at all.
-    ids.forEach((id) => assertUuid(id, 'id'));
+    for (const id of ids) assertUuid(id, 'id');
     // Found accounts in request order, as TigerBeetle answers; the shards add up to the balance.
     const { rows } = await sql.query<AccountRow>(
       `SELECT a.id, a.ledger, a.code, a.flags, a.created_at,
@@ -81,7 +79,7 @@ export class SqlLedger implements Ledger {
   async lookupTransfers(sql: Sql, ids: readonly string[]): Promise<Transfer[]> {
     assertLookupSize(ids.length);
     if (ids.length === 0) return [];
-    ids.forEach((id) => assertUuid(id, 'id'));
+    for (const id of ids) assertUuid(id, 'id');
     const { rows } = await sql.query<TransferRow>(
       `SELECT t.id, t.debit_account_id, t.credit_account_id, t.amount, t.pending_id, t.timeout_s, t.ledger,
               t.code, t.flags, t.created_at, t.expires_at, t.pending_status

@@ -91,12 +91,16 @@ async function checkBalance(deps: BalanceMonitorDeps): Promise<BalanceReading> {
   const partnerBalance = answer.balance;
   const baseline = await baselineOf(deps, partnerBalance, before, after);
   if (baseline === null) {
-    log.warn({ event: 'balance_skipped', cause: 'baseline_not_captured' }, 'payouts in flight: the balance baseline is captured at a quieter reading');
+    log.warn(
+      { event: 'balance_skipped', cause: 'baseline_not_captured' },
+      'payouts in flight: the balance baseline is captured at a quieter reading',
+    );
     return { event: 'balance_skipped', reason: 'baseline_not_captured' };
   }
   const expectedMax = max(baseline - before.nostro, baseline - after.nostro);
   const expectedMin = min(baseline - before.nostro - before.unbooked, baseline - after.nostro - after.unbooked);
-  const difference = partnerBalance > expectedMax ? partnerBalance - expectedMax : partnerBalance < expectedMin ? partnerBalance - expectedMin : 0n;
+  const difference =
+    partnerBalance > expectedMax ? partnerBalance - expectedMax : partnerBalance < expectedMin ? partnerBalance - expectedMin : 0n;
   const abs = difference < 0n ? -difference : difference;
   const event = abs > settings.driftThreshold ? 'balance_drift' : 'balance_ok';
   const low = partnerBalance < settings.lowBalanceFloor;
@@ -113,7 +117,10 @@ async function checkBalance(deps: BalanceMonitorDeps): Promise<BalanceReading> {
   if (event === 'balance_drift') log.error(fields, 'PSPX partner balance drifted from the ledger');
   else log.info(fields, 'PSPX partner balance agrees with the ledger');
   if (low) {
-    log.warn({ event: 'low_partner_balance', partnerBalance: partnerBalance.toString(), floor: settings.lowBalanceFloor.toString() }, 'PSPX partner balance below the floor');
+    log.warn(
+      { event: 'low_partner_balance', partnerBalance: partnerBalance.toString(), floor: settings.lowBalanceFloor.toString() },
+      'PSPX partner balance below the floor',
+    );
   }
   return { event, partnerBalance, expectedMin, expectedMax, difference, low };
 }
@@ -144,7 +151,8 @@ async function baselineOf(deps: BalanceMonitorDeps, partnerBalance: bigint, befo
   );
   const captured = await deps.db.query<{ baseline: bigint }>('SELECT baseline FROM balance_baselines WHERE provider = $1', [provider]);
   const baseline = captured.rows[0]?.baseline ?? null;
-  if (baseline !== null) deps.log.info({ event: 'balance_baseline_captured', baseline: baseline.toString() }, 'PSPX balance baseline captured');
+  if (baseline !== null)
+    deps.log.info({ event: 'balance_baseline_captured', baseline: baseline.toString() }, 'PSPX balance baseline captured');
   return baseline;
 }
 

@@ -102,7 +102,10 @@ async function lacksAutovacuum(db: Database, log: Logger): Promise<boolean> {
   if (db.kind === 'pglite') return true;
   const { rows } = await db.query<{ autovacuum: string }>('SHOW autovacuum');
   if (rows[0]?.autovacuum !== 'on') {
-    log.warn({ event: 'autovacuum_off' }, 'PostgreSQL runs without autovacuum: plans and statistics go stale as tables grow; run VACUUM ANALYZE regularly (docs/OPERATIONS.md)');
+    log.warn(
+      { event: 'autovacuum_off' },
+      'PostgreSQL runs without autovacuum: plans and statistics go stale as tables grow; run VACUUM ANALYZE regularly (docs/OPERATIONS.md)',
+    );
   }
   return false;
 }

@@ -18,7 +18,8 @@ export function startLoop(name: string, intervalMs: number, run: () => Promise<u
   const tick = () => {
     current = run().then(
       () => undefined,
-      (error: unknown) => log.error({ event: 'worker_run_failed', worker: name, err: error }, `${name} run failed; tried again at the next tick`),
+      (error: unknown) =>
+        log.error({ event: 'worker_run_failed', worker: name, err: error }, `${name} run failed; tried again at the next tick`),
     );
     void current.finally(() => {
       current = null;

@@ -2,7 +2,13 @@ import assert from 'node:assert/strict';
 import type { Database, LockSession, Sql } from '../adapters/database.js';
 import type { WorkerMetrics } from '../adapters/metrics.js';
 import { assertNever } from '../domain/errors.js';
-import { type DeferredOutcome, lockIntent, PENDING_EXPIRED_REASON, releaseReservation, settleReservation } from '../domain/intents/money/deferred-money.js';
+import {
+  type DeferredOutcome,
+  lockIntent,
+  PENDING_EXPIRED_REASON,
+  releaseReservation,
+  settleReservation,
+} from '../domain/intents/money/deferred-money.js';
 import type { Intent } from '../domain/intents/store/intent-store.js';
 import type { OutboxKind, OutboxPayload } from '../domain/intents/money/outbox-jobs.js';
 import type { StatusPublisher } from '../domain/intents/store/status-publisher.js';
@@ -86,10 +92,12 @@ export function createOutboxWorker(deps: OutboxWorkerDeps): OutboxWorker {
 
   const runOnce = (): Promise<OutboxRun> => {
     const previous = running ?? Promise.resolve(STANDBY);
-    const run = previous.catch(() => STANDBY).then(async () => {
-      if (stopped || !(await election.lead())) return STANDBY;
-      return runAsLeader(deps);
-    });
+    const run = previous
+      .catch(() => STANDBY)
+      .then(async () => {
+        if (stopped || !(await election.lead())) return STANDBY;
+        return runAsLeader(deps);
+      });
     running = run;
     return run.finally(() => {
       if (running === run) running = null;
@@ -166,7 +174,8 @@ async function runAsLeader(deps: OutboxWorkerDeps): Promise<OutboxRun> {
 async function expireReservations(deps: OutboxWorkerDeps): Promise<number> {
   try {
     const ids = await deps.ledger.expirePendingTransfers(deps.db, deps.settings.expiryBatchSizeMax);
-    if (ids.length > 0) deps.log.warn({ event: 'pending_transfers_expired', count: ids.length }, 'ledger reservations timed out and were released');
+    if (ids.length > 0)
+      deps.log.warn({ event: 'pending_transfers_expired', count: ids.length }, 'ledger reservations timed out and were released');
     return ids.length;
   } catch (error) {
     deps.log.error({ event: 'pending_expiry_failed', err: error }, 'releasing timed-out reservations failed; tried again at the next run');
@@ -192,12 +201,18 @@ async function runJob(deps: OutboxWorkerDeps, jobId: bigint, intentId: string): 
     result = await deps.db.transaction(async (tx) => {
       // The intent row first, then the job: the order of every writer that queues jobs.
       const intent = await lockIntent(tx, intentId);
-      const { rows } = await tx.query<LockedJob>('SELECT id, kind, payload FROM outbox WHERE id = $1 AND done_at IS NULL FOR UPDATE SKIP LOCKED', [jobId]);
+      const { rows } = await tx.query<LockedJob>(
+        'SELECT id, kind, payload FROM outbox WHERE id = $1 AND done_at IS NULL FOR UPDATE SKIP LOCKED',
+        [jobId],
+      );
       const job = rows[0];
       if (job === undefined) return null; // done meanwhile, or another worker has it
       if (intent === null) throw new Error(`outbox job ${jobId} names a missing intent ${intentId}`);
       const outcome = await carryOut(deps, tx, job, intent);
-      const done = await tx.query('UPDATE outbox SET done_at = now(), attempts = attempts + 1, last_error = NULL WHERE id = $1 AND done_at IS NULL', [jobId]);
+      const done = await tx.query(
+        'UPDATE outbox SET done_at = now(), attempts = attempts + 1, last_error = NULL WHERE id = $1 AND done_at IS NULL',
+        [jobId],
+      );
       if (done.rowCount !== 1) throw new Error(`outbox job ${jobId} was completed under its own lock`);
       return { kind: job.kind, intent, outcome };
     });
@@ -215,7 +230,8 @@ function carryOut(deps: OutboxWorkerDeps, tx: Sql, job: LockedJob, intent: Inten
   switch (job.kind) {
     case 'post_pending': {
       const { resolvedBy, reason } = job.payload;
-      const payload = resolvedBy === undefined ? null : { resolution: 'CONFIRMED', resolvedBy, ...(reason === undefined ? {} : { reason }) };
+      const payload =
+        resolvedBy === undefined ? null : { resolution: 'CONFIRMED', resolvedBy, ...(reason === undefined ? {} : { reason }) };
       return settleReservation(deps.ledger, tx, intent, { fromStatuses, payload });
     }
     case 'void_pending':
@@ -236,7 +252,10 @@ function announce(deps: OutboxWorkerDeps, { kind, intent, outcome }: JobResult):
   deps.metrics?.intentFinished(intent.operationType, intent.channel, outcome.to);
   if (outcome.reason === PENDING_EXPIRED_REASON) {
     // An expired reservation fails the intent (docs/rules.md R23), but a PSPX payout may have been made already: the books need a look.
-    log.error({ event: 'pending_expired', pspState: intent.pspState, amount: intent.amount.toString() }, 'reservation expired before it was posted; intent FAILED');
+    log.error(
+      { event: 'pending_expired', pspState: intent.pspState, amount: intent.amount.toString() },
+      'reservation expired before it was posted; intent FAILED',
+    );
   }
   if (intent.live) void deps.publisher.publish(intent.id, [outcome.to], outcome.updatedAt);
 }
@@ -253,9 +272,16 @@ async function recordFailure(deps: OutboxWorkerDeps, jobId: bigint, intentId: st
       [jobId, message, settings.backoffCapMs, settings.backoffBaseMs],
     );
     const attempts = rows[0]?.attempts ?? 0;
-    if (attempts >= settings.attemptsMax) log.error({ event: 'outbox_job_stuck', jobId: jobId.toString(), attempts, err: error }, 'outbox job keeps failing; it needs an operator');
+    if (attempts >= settings.attemptsMax)
+      log.error(
+        { event: 'outbox_job_stuck', jobId: jobId.toString(), attempts, err: error },
+        'outbox job keeps failing; it needs an operator',
+      );
     else log.warn({ event: 'outbox_job_retry', jobId: jobId.toString(), attempts, err: error }, 'outbox job failed; retried with backoff');
   } catch (recordError) {
-    log.error({ event: 'outbox_job_retry', jobId: jobId.toString(), err: recordError, cause: message }, 'outbox job failed and its failure could not be recorded');
+    log.error(
+      { event: 'outbox_job_retry', jobId: jobId.toString(), err: recordError, cause: message },
+      'outbox job failed and its failure could not be recorded',
+    );
   }
 }

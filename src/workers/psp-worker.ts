@@ -87,7 +87,10 @@ interface Claim {
   readonly confirmWindowOpen: boolean;
 }
 
-type Step = { readonly kind: 'moved'; readonly next: Claim } | { readonly kind: 'wait'; readonly delayMs: number } | { readonly kind: 'done' };
+type Step =
+  | { readonly kind: 'moved'; readonly next: Claim }
+  | { readonly kind: 'wait'; readonly delayMs: number }
+  | { readonly kind: 'done' };
 
 interface Context {
   readonly deps: PspWorkerDeps;
@@ -225,7 +228,10 @@ async function inquire(ctx: Context, claim: Claim): Promise<Step> {
       return fail(ctx, claim, answer.reason);
     case 'unknown':
       // An inquiry pays nothing: repeating it later is safe (the provider answers the same ref).
-      ctx.log.warn({ event: 'psp_unknown_answer', call: 'inquiry', cause: answer.cause, detail: answer.detail }, 'PSPX inquiry unanswered; retried later');
+      ctx.log.warn(
+        { event: 'psp_unknown_answer', call: 'inquiry', cause: answer.cause, detail: answer.detail },
+        'PSPX inquiry unanswered; retried later',
+      );
       return { kind: 'wait', delayMs: ctx.deps.settings.retryDelayMs };
     default:
       return assertNever(answer);
@@ -280,7 +286,12 @@ async function askStatus(ctx: Context, claim: Claim): Promise<Step> {
 async function countInquiry(ctx: Context, claim: Claim, lastAnswer: string): Promise<Step> {
   const inquiries = claim.inquiries + 1;
   if (inquiries >= ctx.deps.settings.inquiriesMax) return escalate(ctx, claim, inquiries, lastAnswer);
-  const counted = await recordInquiry(ctx.deps.db, claim.id, { owner: claim.token, ms: ctx.deps.settings.leaseMs }, { from: claim.inquiries, to: inquiries });
+  const counted = await recordInquiry(
+    ctx.deps.db,
+    claim.id,
+    { owner: claim.token, ms: ctx.deps.settings.leaseMs },
+    { from: claim.inquiries, to: inquiries },
+  );
   if (!counted) throw new LeaseLost(`intent ${claim.id} changed while this worker held it`);
   return { kind: 'wait', delayMs: ctx.deps.settings.inquiryDelayMs };
 }
@@ -297,7 +308,13 @@ async function escalate(ctx: Context, claim: Claim, inquiries: number, lastAnswe
     currency: claim.currency,
     receiver: claim.receiver,
   };
-  const result = await move(ctx, claim, { to: 'MANUAL_REVIEW', status: 'MANUAL_REVIEW', inquiries, reason: INQUIRIES_EXHAUSTED, payload: escalation });
+  const result = await move(ctx, claim, {
+    to: 'MANUAL_REVIEW',
+    status: 'MANUAL_REVIEW',
+    inquiries,
+    reason: INQUIRIES_EXHAUSTED,
+    payload: escalation,
+  });
   ctx.log.warn({ event: 'manual_review_required', ...escalation }, 'PSPX payout without a final answer: manual review required');
   ctx.deps.metrics?.pspEscalation();
   return result;
@@ -340,7 +357,10 @@ async function move(ctx: Context, claim: Claim, change: Move): Promise<Step> {
     });
     if (moved === null) throw new LeaseLost(`intent ${claim.id} left ${claim.state} while this worker held it`);
   });
-  ctx.log.info({ event: 'psp_state', from: claim.state, to: change.to, ...(change.reason === undefined ? {} : { reason: change.reason }) }, 'PSPX sub-state moved');
+  ctx.log.info(
+    { event: 'psp_state', from: claim.state, to: change.to, ...(change.reason === undefined ? {} : { reason: change.reason }) },
+    'PSPX sub-state moved',
+  );
   return {
     kind: 'moved',
     next: { ...claim, state: change.to, inquiryRef: change.inquiryRef ?? claim.inquiryRef, inquiries: change.inquiries ?? claim.inquiries },

@@ -81,7 +81,10 @@ async function reconcileOne(deps: ReconciliationDeps, intentId: string): Promise
       return { intent, outcome };
     });
     if (result === null || result.outcome.kind === 'unchanged') return false;
-    log.warn({ event: 'intent_reconciled', from: result.outcome.from, to: 'FAILED', reason: RECONCILED_REASON }, 'stuck intent failed and its reservation released');
+    log.warn(
+      { event: 'intent_reconciled', from: result.outcome.from, to: 'FAILED', reason: RECONCILED_REASON },
+      'stuck intent failed and its reservation released',
+    );
     if (result.intent.live) void deps.publisher.publish(intentId, ['FAILED'], result.outcome.updatedAt);
     return true;
   } catch (error) {

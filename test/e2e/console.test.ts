@@ -24,7 +24,15 @@ const UI_TIMEOUT_MS = 10_000;
  * Flags for a root user on a machine without a display or outside network: no sandbox (root),
  * no GPU, and none of Chromium's own background connections (refused here, and slow to fail).
  */
-const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const CHROMIUM_ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 
 let t: TestApp;
 let baseUrl: string;
@@ -35,7 +43,9 @@ let outbox: OutboxWorker;
 beforeAll(async () => {
   // A missing browser must fail the run, not skip it: CI would then prove nothing about the console.
   if (!existsSync(CHROMIUM_PATH)) {
-    throw new Error(`Chromium not found at ${CHROMIUM_PATH}: install it with \`apt-get install -y chromium\` (.ci/run does) or set CHROMIUM_PATH`);
+    throw new Error(
+      `Chromium not found at ${CHROMIUM_PATH}: install it with \`apt-get install -y chromium\` (.ci/run does) or set CHROMIUM_PATH`,
+    );
   }
   // 200 ms: the simulator's held confirm (receiver …9998) becomes a client-side time-out quickly.
   t = await startTestApp({ pspx: { timeoutMs: 200 } });
@@ -44,7 +54,13 @@ beforeAll(async () => {
   const log = captureLogger();
   const client = createPspxClient({ baseUrl: t.pspxSimulator.url, timeoutMs: 200, backoffBaseMs: 1, backoffCapMs: 5 });
   psp = createPspWorker({ db: t.db, pspx: client, log, settings: testPspSettings });
-  outbox = createOutboxWorker({ db: t.db, ledger: t.ledger, publisher: new StatusPublisher(t.broker, log), log, settings: { ...OUTBOX_DEFAULTS, backoffBaseMs: 1 } });
+  outbox = createOutboxWorker({
+    db: t.db,
+    ledger: t.ledger,
+    publisher: new StatusPublisher(t.broker, log),
+    log,
+    settings: { ...OUTBOX_DEFAULTS, backoffBaseMs: 1 },
+  });
   await createUser(t, USER);
   await registerIpps(t, USER);
   await topUp(t, USER, 1_000_000);

@@ -37,7 +37,6 @@ const ADMIN_TOKEN = 'test-admin-token';
 const USERS = [7201, 7202, 7203, 7204] as const;
 const MERCHANT = 7207;
 const MERCHANT_ACCOUNT = `merchant.${MERCHANT}.THB`;
-const KNOWN_SERVICES = ['wallet-api', 'nfc-terminal', 'mobile-gateway', 'admin-tool', 'admin-panel', 'exchange'] as const;
 
 // ---------------------------------------------------------------------------------------------
 // What each route may answer: the interface's endpoints and error catalogue, docs/rules.md
@@ -47,7 +46,13 @@ const KNOWN_SERVICES = ['wallet-api', 'nfc-terminal', 'mobile-gateway', 'admin-t
 type Allowed = readonly string[];
 
 /** Any route: a body that is not JSON (400, auth plugin), too big (413, docs/rules.md R12), not JSON at all (415), a path that matches no route (404), a parameter against its schema (422, docs/rules.md R28). */
-const GENERIC: Allowed = ['400 BAD_REQUEST', '404 NOT_FOUND', '413 PAYLOAD_TOO_LARGE', '415 UNSUPPORTED_MEDIA_TYPE', '422 VALIDATION_ERROR'];
+const GENERIC: Allowed = [
+  '400 BAD_REQUEST',
+  '404 NOT_FOUND',
+  '413 PAYLOAD_TOO_LARGE',
+  '415 UNSUPPORTED_MEDIA_TYPE',
+  '422 VALIDATION_ERROR',
+];
 /** Any signed route: authentication (docs/rules.md R2), the key's permission step and rate limits (docs/SECURITY.md §5). */
 const SIGNED: Allowed = ['401 UNAUTHORIZED', '403 FORBIDDEN', '429 RATE_LIMITED'];
 /** The admin CRUD routes: 409 when a create collides with an existing key. */
@@ -66,9 +71,18 @@ const ROUTE_TABLE: Readonly<Record<string, Allowed>> = {
   'POST /accounts/register-ipps': ['200', '201', '404 NOT_FOUND', '422 VALIDATION_ERROR', '503 PSPX_UNAVAILABLE'],
   'POST /policies/evaluate': ['200', '422 VALIDATION_ERROR'],
   'POST /intents': [
-    '200', '201', '400 NO_ROUTE', '409 CONFLICT', '409 TRANSACTION_IN_PROGRESS',
-    '422 VALIDATION_ERROR', '422 ACCOUNT_NOT_FOUND', '422 INSUFFICIENT_FUNDS', '422 LIMIT_EXCEEDED',
-    '422 PSPX_NOT_REGISTERED', '422 PSPX_METADATA_INVALID', '422 EVAL_ERROR',
+    '200',
+    '201',
+    '400 NO_ROUTE',
+    '409 CONFLICT',
+    '409 TRANSACTION_IN_PROGRESS',
+    '422 VALIDATION_ERROR',
+    '422 ACCOUNT_NOT_FOUND',
+    '422 INSUFFICIENT_FUNDS',
+    '422 LIMIT_EXCEEDED',
+    '422 PSPX_NOT_REGISTERED',
+    '422 PSPX_METADATA_INVALID',
+    '422 EVAL_ERROR',
     // 500 LEDGER_TRANSFER_ERROR is documented, but design.md says it cannot happen in normal
     // operation (every account is checked first): here it would be a bug, so it is not allowed.
   ],
@@ -77,13 +91,27 @@ const ROUTE_TABLE: Readonly<Record<string, Allowed>> = {
   'GET /intents/{id}/events': ['200', '404 NOT_FOUND', '422 VALIDATION_ERROR'],
   'GET /intents/{id}/stream': ['200', '404 NOT_FOUND', '422 VALIDATION_ERROR', '503 SERVICE_UNAVAILABLE'],
   'POST /intents/{id}/confirm': [
-    '200', '400 VALIDATION_ERROR', '400 PAYER_ACCOUNT_USER_MISMATCH', '404 NOT_FOUND', '404 INTENT_NOT_FOUND',
-    '404 PAYER_ACCOUNT_NOT_FOUND', '409 ALREADY_PROCESSED', '409 EXPIRED', '409 VERSION_MISMATCH',
-    '409 TRANSACTION_IN_PROGRESS', '409 CONFLICT',
+    '200',
+    '400 VALIDATION_ERROR',
+    '400 PAYER_ACCOUNT_USER_MISMATCH',
+    '404 NOT_FOUND',
+    '404 INTENT_NOT_FOUND',
+    '404 PAYER_ACCOUNT_NOT_FOUND',
+    '409 ALREADY_PROCESSED',
+    '409 EXPIRED',
+    '409 VERSION_MISMATCH',
+    '409 TRANSACTION_IN_PROGRESS',
+    '409 CONFLICT',
   ],
   'POST /intents/{id}/cancel': [
-    '200', '400 CANCEL_NOT_SUPPORTED', '400 VALIDATION_ERROR', '403 UNAUTHORIZED_ACTOR', '404 NOT_FOUND',
-    '404 INTENT_NOT_FOUND', '409 CANNOT_CANCEL', '422 VALIDATION_ERROR',
+    '200',
+    '400 CANCEL_NOT_SUPPORTED',
+    '400 VALIDATION_ERROR',
+    '403 UNAUTHORIZED_ACTOR',
+    '404 NOT_FOUND',
+    '404 INTENT_NOT_FOUND',
+    '409 CANNOT_CANCEL',
+    '422 VALIDATION_ERROR',
   ],
   'POST /admin/fee-rules/dry-run': ['200', '422 VALIDATION_ERROR', '422 EVAL_ERROR'],
   'GET /admin/audit': ['200', '422 VALIDATION_ERROR'],
@@ -170,7 +198,7 @@ function routesOf(document: { paths?: Record<string, Record<string, Operation>> 
 
 const HOSTILE_STRINGS = [
   "' OR '1'='1",
-  "1; DROP TABLE intents;--",
+  '1; DROP TABLE intents;--',
   "'); DELETE FROM ledger_transfers; --",
   '../../../../etc/passwd',
   '..\\..\\windows\\win.ini',
@@ -184,6 +212,7 @@ const HOSTILE_STRINGS = [
   'prototype',
   'user.1.THB\nsystem.equity.THB',
   'system.equity.THB',
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a template-injection probe, sent as the literal text
   '${7*7}{{7*7}}',
   '<script>alert(1)</script>',
   'x'.repeat(LONG_SEGMENT_CHARS),
@@ -198,13 +227,33 @@ const HOSTILE_STRINGS = [
 const UNSTORABLE_STRINGS = ['\ud800', '\udfff', 'a\udc00b', 'ends in half a pair \ud83d', '\u0000x', 'k\u0000'] as const;
 /** Past the service's limit of 32 levels, far below the body limit. */
 const DEEP_OBJECT_LEVELS = 40;
-const nested = (levels: number, wrap: (inner: unknown) => unknown): unknown => Array.from({ length: levels }).reduce<unknown>((inner) => wrap(inner), 'deep');
+const nested = (levels: number, wrap: (inner: unknown) => unknown): unknown =>
+  Array.from({ length: levels }).reduce<unknown>((inner) => wrap(inner), 'deep');
 const DEEP_RECORD: Record<string, unknown> = { a: nested(DEEP_OBJECT_LEVELS - 1, (inner) => ({ a: inner })) };
 const DEEP_VALUES = [DEEP_RECORD, nested(DEEP_OBJECT_LEVELS, (inner) => [inner])] as const;
 /** Numbers int4, int8 and numeric columns cannot hold, and spellings a coercing parser might take. */
-const OUT_OF_RANGE_NUMBERS = ['2147483648', '9223372036854775807', '9223372036854775808', '-9223372036854775809', '99999999999999999999', '1e400', '-1e400', 'NaN', 'Infinity', '+1', '0x10'] as const;
+const OUT_OF_RANGE_NUMBERS = [
+  '2147483648',
+  '9223372036854775807',
+  '9223372036854775808',
+  '-9223372036854775809',
+  '99999999999999999999',
+  '1e400',
+  '-1e400',
+  'NaN',
+  'Infinity',
+  '+1',
+  '0x10',
+] as const;
 /** Instants RFC 3339 allows that JavaScript or PostgreSQL cannot hold, and the edges of the range. */
-const HOSTILE_DATES = ['0000-01-01T00:00:00Z', '0001-01-01T00:00:00+01:00', '2016-12-31T23:59:60Z', '9999-12-31T23:59:59Z', '9999-12-31T23:59:60Z', '2024-02-30T00:00:00Z'] as const;
+const HOSTILE_DATES = [
+  '0000-01-01T00:00:00Z',
+  '0001-01-01T00:00:00+01:00',
+  '2016-12-31T23:59:60Z',
+  '9999-12-31T23:59:59Z',
+  '9999-12-31T23:59:60Z',
+  '2024-02-30T00:00:00Z',
+] as const;
 /** base64url of crafted `microseconds.uuid` texts, and garbage: a listing must take only the cursors it issued. */
 const cursorValue: fc.Arbitrary<string> = fc.oneof(
   {
@@ -212,12 +261,24 @@ const cursorValue: fc.Arbitrary<string> = fc.oneof(
     arbitrary: fc
       .tuple(
         fc.constantFrom(...OUT_OF_RANGE_NUMBERS, '9999999999999999999', '-1', '0', '00001', String(Date.now() * 1000), '1'.repeat(40)),
-        fc.oneof({ weight: 4, arbitrary: fc.uuid() }, { weight: 1, arbitrary: fc.constantFrom('', 'x', "'; DROP TABLE intents;--", '00000000-0000-0000-0000-00000000000g') }),
+        fc.oneof(
+          { weight: 4, arbitrary: fc.uuid() },
+          { weight: 1, arbitrary: fc.constantFrom('', 'x', "'; DROP TABLE intents;--", '00000000-0000-0000-0000-00000000000g') },
+        ),
       )
       .map(([micros, id]) => Buffer.from(`${micros}.${id}`).toString('base64url')),
   },
   { weight: 1, arbitrary: fc.string({ maxLength: 40 }).map((text) => Buffer.from(text).toString('base64url')) },
-  { weight: 1, arbitrary: fc.constantFrom('====', 'AAAA', '!!!!', `${Buffer.from(`${Date.now() * 1000}.${randomUUID()}`).toString('base64url')}==`, 'a'.repeat(200)) },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(
+      '====',
+      'AAAA',
+      '!!!!',
+      `${Buffer.from(`${Date.now() * 1000}.${randomUUID()}`).toString('base64url')}==`,
+      'a'.repeat(200),
+    ),
+  },
 );
 
 const hostileScalar: fc.Arbitrary<unknown> = fc.oneof(
@@ -231,7 +292,14 @@ const hostileScalar: fc.Arbitrary<unknown> = fc.oneof(
 const hostileValue: fc.Arbitrary<unknown> = fc.oneof(
   { weight: 4, arbitrary: hostileScalar },
   { weight: 1, arbitrary: fc.array(hostileScalar, { maxLength: 3 }) },
-  { weight: 1, arbitrary: fc.dictionary(fc.constantFrom('__proto__', 'constructor', 'a', 'toString', 'valueOf', ...UNSTORABLE_STRINGS), hostileScalar, { maxKeys: 3 }) },
+  {
+    weight: 1,
+    arbitrary: fc.dictionary(
+      fc.constantFrom('__proto__', 'constructor', 'a', 'toString', 'valueOf', ...UNSTORABLE_STRINGS),
+      hostileScalar,
+      { maxKeys: 3 },
+    ),
+  },
   { weight: 1, arbitrary: fc.constantFrom<unknown>(...DEEP_VALUES) },
 );
 
@@ -244,7 +312,8 @@ function schemaValue(schema: JsonSchema, depth: number): fc.Arbitrary<unknown> {
   switch (type) {
     case 'string':
       if (schema.format === 'uuid' || schema.pattern?.includes('4[0-9a-fA-F]{3}') === true) return fc.uuid({ version: 4 });
-      if (schema.format === 'date-time') return fc.date({ noInvalidDate: true, min: new Date(0), max: new Date(4e12) }).map((d) => d.toISOString());
+      if (schema.format === 'date-time')
+        return fc.date({ noInvalidDate: true, min: new Date(0), max: new Date(4e12) }).map((d) => d.toISOString());
       return fc.string({ maxLength: Math.min(schema.maxLength ?? 30, 60) });
     case 'integer':
       return fc.integer({ min: Math.max(schema.minimum ?? -5, -1e6), max: Math.min(schema.maximum ?? 1e6, 1e9) });
@@ -264,7 +333,11 @@ function schemaValue(schema: JsonSchema, depth: number): fc.Arbitrary<unknown> {
 function objectValue(schema: JsonSchema, depth: number): fc.Arbitrary<Record<string, unknown>> {
   const props = Object.entries(schema.properties ?? {});
   // A free-form object (metadata, a policy condition) is where deep nesting gets furthest.
-  if (props.length === 0) return fc.oneof({ weight: 4, arbitrary: fc.dictionary(fc.string({ maxLength: 8 }), hostileScalar, { maxKeys: 3 }) }, { weight: 1, arbitrary: fc.constant(DEEP_RECORD) });
+  if (props.length === 0)
+    return fc.oneof(
+      { weight: 4, arbitrary: fc.dictionary(fc.string({ maxLength: 8 }), hostileScalar, { maxKeys: 3 }) },
+      { weight: 1, arbitrary: fc.constant(DEEP_RECORD) },
+    );
   const required = new Set(schema.required ?? []);
   // A required field is still left out now and then, and an unknown one added: both must be refused cleanly.
   return fc
@@ -272,7 +345,10 @@ function objectValue(schema: JsonSchema, depth: number): fc.Arbitrary<Record<str
       fc.record(Object.fromEntries(props.map(([name, sub]) => [name, fuzzed(sub, depth + 1)])), {
         requiredKeys: props.filter(([name]) => required.has(name)).map(([name]) => name),
       }),
-      fc.option(fc.string({ minLength: 1, maxLength: 3 }).map((s) => `unknown_${s}`), { freq: 8 }),
+      fc.option(
+        fc.string({ minLength: 1, maxLength: 3 }).map((s) => `unknown_${s}`),
+        { freq: 8 },
+      ),
       fc.option(fc.constantFrom(...props.map(([name]) => name)), { freq: 10 }),
     )
     .map(([record, unknown, dropped]) => {
@@ -319,13 +395,26 @@ function paramValue(route: Route, name: string, fx: Fixtures): fc.Arbitrary<stri
 }
 
 /** Percent-encoded as a client would, or sent raw (an invalid or double encoding the router must survive). */
-const encodeSegment = (value: string, raw: boolean) => (raw ? value.replaceAll('?', '%3F').replaceAll('#', '%23') : encodeURIComponent(value));
+const encodeSegment = (value: string, raw: boolean) =>
+  raw ? value.replaceAll('?', '%3F').replaceAll('#', '%23') : encodeURIComponent(value);
 
 /** `message-…`: an HTTP Message Signature, correct or mangled; the others use X-Signature. */
 type Signing =
-  | 'wallet-api' | 'admin-tool' | 'admin-panel' | 'nfc-terminal' | 'exchange' | 'bearer'
-  | 'message-wallet-api' | 'message-admin-tool'
-  | 'unsigned' | 'wrong-secret' | 'stale' | 'other-path' | 'message-other-user' | 'message-other-body' | 'message-stale';
+  | 'wallet-api'
+  | 'admin-tool'
+  | 'admin-panel'
+  | 'nfc-terminal'
+  | 'exchange'
+  | 'bearer'
+  | 'message-wallet-api'
+  | 'message-admin-tool'
+  | 'unsigned'
+  | 'wrong-secret'
+  | 'stale'
+  | 'other-path'
+  | 'message-other-user'
+  | 'message-other-body'
+  | 'message-stale';
 const signing: fc.Arbitrary<Signing> = fc.oneof(
   { weight: 6, arbitrary: fc.constant('wallet-api' as const) },
   { weight: 3, arbitrary: fc.constant('admin-tool' as const) },
@@ -344,16 +433,37 @@ const userIdHeader: fc.Arbitrary<string | string[] | undefined> = fc.oneof(
   {
     weight: 2,
     arbitrary: fc.constantFrom<string | string[]>(
-      '-1', '1e3', ' 7201', '7201 ', '07201', '7201.0', '0x1C21', '99999999999999999999', 'abc', '', '٧٢٠١',
-      ['7201', '7202'], '7201, 7202', '1'.repeat(OVERSIZED_HEADER_CHARS),
+      '-1',
+      '1e3',
+      ' 7201',
+      '7201 ',
+      '07201',
+      '7201.0',
+      '0x1C21',
+      '99999999999999999999',
+      'abc',
+      '',
+      '٧٢٠١',
+      ['7201', '7202'],
+      '7201, 7202',
+      '1'.repeat(OVERSIZED_HEADER_CHARS),
     ),
   },
 );
 
 type BodyForm = 'json' | 'proto' | 'raw';
 const rawBodies = [
-  '{', '{"a":', 'null', '[]', '"text"', '1e400', '{"amount":1e400}', `${'['.repeat(DEEP_JSON_LEVELS)}${']'.repeat(DEEP_JSON_LEVELS)}`,
-  `{"a":${'{"a":'.repeat(DEEP_JSON_LEVELS)}1${'}'.repeat(DEEP_JSON_LEVELS)}}`, '\uFEFF{}', '{"x":"\\ud800"}',
+  '{',
+  '{"a":',
+  'null',
+  '[]',
+  '"text"',
+  '1e400',
+  '{"amount":1e400}',
+  `${'['.repeat(DEEP_JSON_LEVELS)}${']'.repeat(DEEP_JSON_LEVELS)}`,
+  `{"a":${'{"a":'.repeat(DEEP_JSON_LEVELS)}1${'}'.repeat(DEEP_JSON_LEVELS)}}`,
+  '\uFEFF{}',
+  '{"x":"\\ud800"}',
   JSON.stringify({ pad: 'x'.repeat(70 * 1024) }),
 ];
 
@@ -402,12 +512,27 @@ function queryValueFor(name: string, schema: JsonSchema): fc.Arbitrary<string> {
 function requestOf(route: Route, fx: Fixtures): fc.Arbitrary<Request> {
   const params = fc.tuple(...route.pathParams.map((name) => fc.tuple(paramValue(route, name, fx), fc.boolean())));
   const unknownPair = fc.tuple(fc.string({ minLength: 1, maxLength: 6 }), queryValue);
-  const knownPair = route.query.length === 0 ? null : fc.constantFrom(...route.query).chain((q) => fc.tuple(fc.constant(q.name), queryValueFor(q.name, q.schema)));
-  const query = fc.array(knownPair === null ? unknownPair : fc.oneof({ weight: 5, arbitrary: knownPair }, { weight: 1, arbitrary: unknownPair }), {
-    maxLength: route.query.length > 0 ? 4 : 1,
-  });
-  const bodyForm: fc.Arbitrary<BodyForm> = fc.oneof({ weight: 8, arbitrary: fc.constant('json' as const) }, { weight: 1, arbitrary: fc.constant('proto' as const) }, { weight: 1, arbitrary: fc.constant('raw' as const) });
-  const bodyValue = route.method === 'POST' && route.key === 'POST /intents' ? intentBody : route.body === null ? fc.constant(undefined) : fuzzed(route.body, 0);
+  const knownPair =
+    route.query.length === 0
+      ? null
+      : fc.constantFrom(...route.query).chain((q) => fc.tuple(fc.constant(q.name), queryValueFor(q.name, q.schema)));
+  const query = fc.array(
+    knownPair === null ? unknownPair : fc.oneof({ weight: 5, arbitrary: knownPair }, { weight: 1, arbitrary: unknownPair }),
+    {
+      maxLength: route.query.length > 0 ? 4 : 1,
+    },
+  );
+  const bodyForm: fc.Arbitrary<BodyForm> = fc.oneof(
+    { weight: 8, arbitrary: fc.constant('json' as const) },
+    { weight: 1, arbitrary: fc.constant('proto' as const) },
+    { weight: 1, arbitrary: fc.constant('raw' as const) },
+  );
+  const bodyValue =
+    route.method === 'POST' && route.key === 'POST /intents'
+      ? intentBody
+      : route.body === null
+        ? fc.constant(undefined)
+        : fuzzed(route.body, 0);
   return fc
     .record({
       params,
@@ -419,7 +544,15 @@ function requestOf(route: Route, fx: Fixtures): fc.Arbitrary<Request> {
       userId: userIdHeader,
       contentType: fc.oneof(
         { weight: 10, arbitrary: fc.constant(undefined) },
-        { weight: 1, arbitrary: fc.constantFrom('application/json; charset=utf-8', 'text/plain', 'application/x-www-form-urlencoded', 'application/json, text/plain') },
+        {
+          weight: 1,
+          arbitrary: fc.constantFrom(
+            'application/json; charset=utf-8',
+            'text/plain',
+            'application/x-www-form-urlencoded',
+            'application/json, text/plain',
+          ),
+        },
       ),
       ifMatch: fc.option(fc.constantFrom('0', '1', '-1', 'abc', '99999999999999999999'), { freq: 6 }),
       copies: fc.oneof({ weight: 6, arbitrary: fc.constant(1) }, { weight: 1, arbitrary: fc.constant(2) }),
@@ -438,7 +571,17 @@ function requestOf(route: Route, fx: Fixtures): fc.Arbitrary<Request> {
       if (r.bodyForm === 'raw') body = r.rawBody;
       else if (r.bodyForm === 'proto') body = withProtoKeys(json);
       const extraHeaders: Record<string, string> = r.ifMatch === null ? {} : { 'if-match': r.ifMatch };
-      const request = { routeKey: route.key, rerouted, url: qs === '' ? path : `${path}?${qs}`, body, signing: r.signing, userId: r.userId, contentType: r.contentType, extraHeaders, copies: r.copies };
+      const request = {
+        routeKey: route.key,
+        rerouted,
+        url: qs === '' ? path : `${path}?${qs}`,
+        body,
+        signing: r.signing,
+        userId: r.userId,
+        contentType: r.contentType,
+        extraHeaders,
+        copies: r.copies,
+      };
       return Object.defineProperty(request, 'route', { value: route, enumerable: false }) as Request;
     });
 }
@@ -452,17 +595,45 @@ function withProtoKeys(json: string): string {
 }
 
 /** POST /intents deserves the domain-aware generator: real users, real amounts, real metadata blocks. */
-const OPERATION_TYPES = ['P2P_TRANSFER', 'PSPX_WITHDRAWAL', 'THAI_QR_PAY', 'WITHDRAWAL', 'QP_TOPUP', 'MINIAPP_CHARGE', 'MINIAPP_CREDIT', 'SERVICE_DEPOSIT', 'ADMIN_TRANSFER', 'INVOICE_PAYMENT', 'NFC_CHARGE'];
+const OPERATION_TYPES = [
+  'P2P_TRANSFER',
+  'PSPX_WITHDRAWAL',
+  'THAI_QR_PAY',
+  'WITHDRAWAL',
+  'QP_TOPUP',
+  'MINIAPP_CHARGE',
+  'MINIAPP_CREDIT',
+  'SERVICE_DEPOSIT',
+  'ADMIN_TRANSFER',
+  'INVOICE_PAYMENT',
+  'NFC_CHARGE',
+];
 const userRef = fc.constantFrom<unknown>(...USERS, MERCHANT, 0, -1, 999_999, '7201', 1.5);
 const metadataValue: fc.Arbitrary<unknown> = fc.oneof(
   fc.constant({}),
   fc.constant(DEEP_RECORD),
-  fc.record({ ipps: fc.record({ receiverType: fc.constantFrom('MSISDN', 'BANKAC', 'BILLERID', 'NATID', 'EWALLETID', 'BOGUS', 1), receiverAccount: fc.constantFrom('0810000001', '0810009999', '0810009998', "'; DROP TABLE x;--", ''), receiverBank: fc.option(fc.constantFrom('004', '', 7), { nil: undefined }) }, { requiredKeys: ['receiverType'] }) }),
+  fc.record({
+    ipps: fc.record(
+      {
+        receiverType: fc.constantFrom('MSISDN', 'BANKAC', 'BILLERID', 'NATID', 'EWALLETID', 'BOGUS', 1),
+        receiverAccount: fc.constantFrom('0810000001', '0810009999', '0810009998', "'; DROP TABLE x;--", ''),
+        receiverBank: fc.option(fc.constantFrom('004', '', 7), { nil: undefined }),
+      },
+      { requiredKeys: ['receiverType'] },
+    ),
+  }),
   fc.record({ customerUserId: userRef, merchantId: userRef }, { requiredKeys: [] }),
   fc.record({ recipientUserId: userRef }),
   fc.record({ nfcTagId: fc.constantFrom<unknown>(1, '1', 1.5, null) }),
   fc.record({ tags: fc.array(fc.constantFrom<unknown>('fee_exempt', 'vip', 1, '__proto__'), { maxLength: 3 }) }),
-  fc.record({ appScope: fc.constantFrom<unknown>('w', 'c', 'a', 'z'), ttlSeconds: fc.constantFrom<unknown>(1, 600, 3600, 3601, -5, 1e12, '60'), note: fc.constantFrom<unknown>('hi', 'x'.repeat(501)) }, { requiredKeys: [] }),
+  fc.record(
+    {
+      appScope: fc.constantFrom<unknown>('w', 'c', 'a', 'z'),
+      ttlSeconds: fc.constantFrom<unknown>(1, 600, 3600, 3601, -5, 1e12, '60'),
+      note: fc.constantFrom<unknown>('hi', 'x'.repeat(501)),
+    },
+    { requiredKeys: [] },
+  ),
   hostileValue,
 );
 /** A body each operation type accepts (so that money moves), built from the operation table (docs/rules.md). */
@@ -489,9 +660,29 @@ function validIntentBody(operationType: string, payer: number, other: number, am
 }
 /** Accounts toLedgerAccountId may not name: only user, merchant and agent wallets receive by ledger id. */
 const NOT_WALLET_LEDGER_IDS = [
-  'system.transit.INTERNAL_P2P.THB', 'system.transit.MERCHANT_INVOICE.THB', 'system.revenue.THB', 'system.nostro.pspx.THB', 'system.equity.THB', `merchant.${MERCHANT}.settlement.THB`, 'service.900001.THB',
+  'system.transit.INTERNAL_P2P.THB',
+  'system.transit.MERCHANT_INVOICE.THB',
+  'system.revenue.THB',
+  'system.nostro.pspx.THB',
+  'system.equity.THB',
+  `merchant.${MERCHANT}.settlement.THB`,
+  'service.900001.THB',
 ].map(ledgerAccountId);
-const INTENT_FIELDS = ['idempotencyKey', 'operationType', 'amount', 'currency', 'metadata', 'recipientUserId', 'toLedgerAccountId', 'fromAccountName', 'toAccountName', 'externalRef', 'live', 'comment', 'fromName'] as const;
+const INTENT_FIELDS = [
+  'idempotencyKey',
+  'operationType',
+  'amount',
+  'currency',
+  'metadata',
+  'recipientUserId',
+  'toLedgerAccountId',
+  'fromAccountName',
+  'toAccountName',
+  'externalRef',
+  'live',
+  'comment',
+  'fromName',
+] as const;
 /** Hostile or out-of-rule values per field, to put in place of a valid one. */
 const intentFieldValue: Readonly<Record<(typeof INTENT_FIELDS)[number], fc.Arbitrary<unknown>>> = {
   idempotencyKey: fc.constantFrom<unknown>('not-a-uuid', 'a0eebc99-9c0b-1ef8-bb6d-6bb9bd380a11', 1, null),
@@ -500,8 +691,22 @@ const intentFieldValue: Readonly<Record<(typeof INTENT_FIELDS)[number], fc.Arbit
   currency: fc.constantFrom<unknown>('USD', 'thb', 'TH', '€€€', 1),
   metadata: metadataValue,
   recipientUserId: userRef,
-  toLedgerAccountId: fc.constantFrom<unknown>(ledgerAccountId(MERCHANT_ACCOUNT), ledgerAccountId(`user.${USERS[1]}.THB`), '00000000-0000-4000-8000-000000000000', 'x', `urn:uuid:${ledgerAccountId(`user.${USERS[1]}.THB`)}`, ...NOT_WALLET_LEDGER_IDS),
-  fromAccountName: fc.constantFrom<unknown>(...HOSTILE_STRINGS.slice(0, 16), `user.${USERS[2]}.THB`, 'system.equity.THB', `user.${USERS[0]}.THB\nsystem.equity.THB`, `xuser.${USERS[0]}.THB`, `user.${USERS[0]}.THBx`),
+  toLedgerAccountId: fc.constantFrom<unknown>(
+    ledgerAccountId(MERCHANT_ACCOUNT),
+    ledgerAccountId(`user.${USERS[1]}.THB`),
+    '00000000-0000-4000-8000-000000000000',
+    'x',
+    `urn:uuid:${ledgerAccountId(`user.${USERS[1]}.THB`)}`,
+    ...NOT_WALLET_LEDGER_IDS,
+  ),
+  fromAccountName: fc.constantFrom<unknown>(
+    ...HOSTILE_STRINGS.slice(0, 16),
+    `user.${USERS[2]}.THB`,
+    'system.equity.THB',
+    `user.${USERS[0]}.THB\nsystem.equity.THB`,
+    `xuser.${USERS[0]}.THB`,
+    `user.${USERS[0]}.THBx`,
+  ),
   toAccountName: fc.constantFrom<unknown>(`user.${USERS[3]}.THB`, MERCHANT_ACCOUNT, 'system.revenue.THB', "merchant.1.THB' OR 1=1--"),
   externalRef: fc.constantFrom<unknown>('ref-1', 'x'.repeat(101), "'; --", 5),
   live: fc.constantFrom<unknown>(true, false, 'yes'),
@@ -577,28 +782,59 @@ function headersFor(request: Request): Record<string, string | string[]> {
       Object.assign(headers, signedHeaders('wallet-api', 'not-the-secret', method, request.url, request.body));
       break;
     case 'stale':
-      Object.assign(headers, signedHeaders('wallet-api', secretOf('wallet-api'), method, request.url, request.body, { nowS: Math.floor(Date.now() / 1000) - 3600 }));
+      Object.assign(
+        headers,
+        signedHeaders('wallet-api', secretOf('wallet-api'), method, request.url, request.body, {
+          nowS: Math.floor(Date.now() / 1000) - 3600,
+        }),
+      );
       break;
     case 'other-path':
       // A signature captured from another path, replayed here.
-      Object.assign(headers, signedHeaders('wallet-api', secretOf('wallet-api'), method, request.url === '/intents' ? '/intents/quote' : '/intents', request.body));
+      Object.assign(
+        headers,
+        signedHeaders(
+          'wallet-api',
+          secretOf('wallet-api'),
+          method,
+          request.url === '/intents' ? '/intents/quote' : '/intents',
+          request.body,
+        ),
+      );
       break;
     case 'message-wallet-api':
     case 'message-admin-tool': {
       const service = request.signing === 'message-wallet-api' ? 'wallet-api' : 'admin-tool';
-      Object.assign(headers, messageSignedHeaders(service, secretOf(service), method, request.url, request.body, signedUser(request.userId)));
+      Object.assign(
+        headers,
+        messageSignedHeaders(service, secretOf(service), method, request.url, request.body, signedUser(request.userId)),
+      );
       break;
     }
     case 'message-other-user':
       // Captured for one user, sent for another (or for none: the covered header is then missing).
-      Object.assign(headers, messageSignedHeaders('wallet-api', secretOf('wallet-api'), method, request.url, request.body, { userId: `${signedUser(request.userId).userId ?? ''}0` }));
+      Object.assign(
+        headers,
+        messageSignedHeaders('wallet-api', secretOf('wallet-api'), method, request.url, request.body, {
+          userId: `${signedUser(request.userId).userId ?? ''}0`,
+        }),
+      );
       if (request.userId === undefined) delete headers['x-user-id'];
       break;
     case 'message-other-body':
-      Object.assign(headers, messageSignedHeaders('wallet-api', secretOf('wallet-api'), method, request.url, `${request.body} `, signedUser(request.userId)));
+      Object.assign(
+        headers,
+        messageSignedHeaders('wallet-api', secretOf('wallet-api'), method, request.url, `${request.body} `, signedUser(request.userId)),
+      );
       break;
     case 'message-stale':
-      Object.assign(headers, messageSignedHeaders('wallet-api', secretOf('wallet-api'), method, request.url, request.body, { ...signedUser(request.userId), nowS: Math.floor(Date.now() / 1000) - 3600 }));
+      Object.assign(
+        headers,
+        messageSignedHeaders('wallet-api', secretOf('wallet-api'), method, request.url, request.body, {
+          ...signedUser(request.userId),
+          nowS: Math.floor(Date.now() / 1000) - 3600,
+        }),
+      );
       break;
     default:
       Object.assign(headers, signedHeaders(request.signing, secretOf(request.signing), method, request.url, request.body));
@@ -608,7 +844,8 @@ function headersFor(request: Request): Record<string, string | string[]> {
   return headers;
 }
 
-const properlySigned = (s: Signing) => !['unsigned', 'wrong-secret', 'stale', 'other-path', 'message-other-user', 'message-other-body', 'message-stale'].includes(s);
+const properlySigned = (s: Signing) =>
+  !['unsigned', 'wrong-secret', 'stale', 'other-path', 'message-other-user', 'message-other-body', 'message-stale'].includes(s);
 
 /** The X-User-Id a message signature covers: repeated values as the server joins them. */
 const signedUser = (userId: string | string[] | undefined): { userId?: string } =>
@@ -646,8 +883,16 @@ function parsedBody(body: string): unknown {
 function judgeAccepted(request: Request, where: string): void {
   const body = parsedBody(request.body);
   if (request.route.body !== null) expect(unstorable(body, 0), `${where}: accepted input the service must refuse`).toBe(false);
-  if (request.route.key === 'POST /intents' && typeof body === 'object' && body !== null && !('toAccountName' in body) && 'toLedgerAccountId' in body) {
-    expect(NOT_WALLET_LEDGER_IDS, `${where}: toLedgerAccountId named an account that is not a wallet`).not.toContain(body.toLedgerAccountId);
+  if (
+    request.route.key === 'POST /intents' &&
+    typeof body === 'object' &&
+    body !== null &&
+    !('toAccountName' in body) &&
+    'toLedgerAccountId' in body
+  ) {
+    expect(NOT_WALLET_LEDGER_IDS, `${where}: toLedgerAccountId named an account that is not a wallet`).not.toContain(
+      body.toLedgerAccountId,
+    );
   }
 }
 
@@ -674,7 +919,8 @@ function judge(request: Request, res: LightMyRequestResponse): void {
     expect(code, `${where}: error body without a code: ${res.body.slice(0, 300)}`).not.toBeNull();
     expect(Object.hasOwn(ERROR_STATUS, code ?? ''), `${where}: ${label} is not a catalogue code`).toBe(true);
     // The one sanctioned exception to the catalogue's status: schema errors of confirm and cancel headers are 400 (docs/rules.md R6, R29).
-    if (label !== '400 VALIDATION_ERROR') expect(ERROR_STATUS[code as ErrorCode], `${where}: ${label} has another status in the catalogue`).toBe(res.statusCode);
+    if (label !== '400 VALIDATION_ERROR')
+      expect(ERROR_STATUS[code as ErrorCode], `${where}: ${label} has another status in the catalogue`).toBe(res.statusCode);
   }
   const table = request.rerouted ? anyRouteAllows : route.allowed;
   const allowed = table.has(label) || table.has(String(res.statusCode));
@@ -688,7 +934,12 @@ function judge(request: Request, res: LightMyRequestResponse): void {
 async function send(request: Request): Promise<void> {
   const headers = headersFor(request);
   const one = () =>
-    t.app.inject({ method: request.route.method as HTTPMethods, url: request.url, headers, ...(request.body === '' ? {} : { payload: request.body }) });
+    t.app.inject({
+      method: request.route.method as HTTPMethods,
+      url: request.url,
+      headers,
+      ...(request.body === '' ? {} : { payload: request.body }),
+    });
   const answers = await Promise.all(Array.from({ length: request.copies }, one));
   for (const res of answers) judge(request, res);
 }
@@ -701,10 +952,18 @@ async function setUpFixtures(): Promise<Fixtures> {
   const payoutId = await payout(t, USERS[0], '0810000001', 1_000);
   const invoice = await t.call('POST', '/intents', {
     user: MERCHANT,
-    body: { idempotencyKey: randomUUID(), operationType: 'INVOICE_PAYMENT', amount: 2_000, toLedgerAccountId: ledgerAccountId(MERCHANT_ACCOUNT) },
+    body: {
+      idempotencyKey: randomUUID(),
+      operationType: 'INVOICE_PAYMENT',
+      amount: 2_000,
+      toLedgerAccountId: ledgerAccountId(MERCHANT_ACCOUNT),
+    },
   });
   expect(invoice.statusCode, invoice.body).toBe(201);
-  const settled = await t.call('POST', '/intents', { user: USERS[1], body: { idempotencyKey: randomUUID(), operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: USERS[2] } });
+  const settled = await t.call('POST', '/intents', {
+    user: USERS[1],
+    body: { idempotencyKey: randomUUID(), operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: USERS[2] },
+  });
   expect(settled.statusCode, settled.body).toBe(201);
   const foreign = await t.call('POST', '/intents', {
     service: 'exchange',
@@ -730,9 +989,7 @@ describe('fuzzing the HTTP surface', () => {
   it('every route answers only documented statuses and codes, never an undocumented 5xx; the audit stays clean', async () => {
     expect(routes.length).toBeGreaterThan(30);
     // Weighted toward the routes that move money; every route is drawn.
-    const request = fc.oneof(
-      ...routes.map((route) => ({ weight: weightOf(route), arbitrary: requestOf(route, fixtures) })),
-    );
+    const request = fc.oneof(...routes.map((route) => ({ weight: weightOf(route), arbitrary: requestOf(route, fixtures) })));
     let sent = 0;
     await fc.assert(
       fc.asyncProperty(request, async (r) => {
@@ -756,7 +1013,10 @@ describe('fuzzing the HTTP surface', () => {
     const health = await t.app.inject({ method: 'GET', url: '/health' });
     expect(health.statusCode).toBe(200);
     // The service still does its job after the storm.
-    const after = await t.call('POST', '/intents', { user: USERS[3], body: { idempotencyKey: randomUUID(), operationType: 'QP_TOPUP', amount: 100 } });
+    const after = await t.call('POST', '/intents', {
+      user: USERS[3],
+      body: { idempotencyKey: randomUUID(), operationType: 'QP_TOPUP', amount: 100 },
+    });
     expect(after.statusCode, after.body).toBe(201);
   }, 120_000);
 });

@@ -20,13 +20,21 @@ describe('POST /accounts', () => {
   });
 
   it('creates merchant wallet and settlement accounts for the admin tool', async () => {
-    const res = await t.call('POST', '/accounts', { service: 'admin-tool', user: 7, body: { userId: 7, currency: 'THB', entityType: 'merchant' } });
+    const res = await t.call('POST', '/accounts', {
+      service: 'admin-tool',
+      user: 7,
+      body: { userId: 7, currency: 'THB', entityType: 'merchant' },
+    });
     expect(res.statusCode).toBe(201);
     expect(res.json()).toEqual({
       primary: { accountName: 'merchant.7.THB', ledgerAccountId: 'c67f828f-cc42-54ad-ad3e-9318cdfb52e6', created: true },
       settlement: { accountName: 'merchant.7.settlement.THB', ledgerAccountId: '333b931c-81e5-557f-81ac-1a1a378a1f5f', created: true },
     });
-    const again = await t.call('POST', '/accounts', { service: 'admin-tool', user: 7, body: { userId: 7, currency: 'THB', entityType: 'merchant' } });
+    const again = await t.call('POST', '/accounts', {
+      service: 'admin-tool',
+      user: 7,
+      body: { userId: 7, currency: 'THB', entityType: 'merchant' },
+    });
     expect(again.statusCode).toBe(200);
     expect(again.json().primary.created).toBe(false);
   });

@@ -70,7 +70,10 @@ beforeAll(async () => {
   await createMerchant(t, MERCHANT);
   await topUp(t, 1, 100_000);
   for (let i = 0; i < 3; i += 1) {
-    const res = await t.call('POST', '/intents', { user: 1, body: intentBody({ operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: 2 }) });
+    const res = await t.call('POST', '/intents', {
+      user: 1,
+      body: intentBody({ operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: 2 }),
+    });
     expect(res.statusCode, res.body).toBe(201);
   }
   const invoice = await t.call('POST', '/intents', {
@@ -117,7 +120,10 @@ describe('GET /admin/intents', () => {
     const before = await allIdsInOrder();
     const created: string[] = [];
     const ids = await walk({}, 4, async () => {
-      const res = await t.call('POST', '/intents', { user: 1, body: intentBody({ operationType: 'P2P_TRANSFER', amount: 1, recipientUserId: 2 }) });
+      const res = await t.call('POST', '/intents', {
+        user: 1,
+        body: intentBody({ operationType: 'P2P_TRANSFER', amount: 1, recipientUserId: 2 }),
+      });
       created.push(res.json().intentId);
     });
     expect(created.length).toBeGreaterThan(2);
@@ -131,7 +137,7 @@ describe('GET /admin/intents', () => {
     expect(byStatus).toEqual([invoiceId]);
     const invoices = await page('?operationType=INVOICE_PAYMENT&channel=MERCHANT_INVOICE');
     expect(invoices.intents.map((i) => i.intentId)).toEqual([invoiceId]);
-    expect((await walk({ serviceId: 'exchange' }, 3))).toEqual(await allIdsInOrder(`service_id = 'exchange'`));
+    expect(await walk({ serviceId: 'exchange' }, 3)).toEqual(await allIdsInOrder(`service_id = 'exchange'`));
     expect((await walk({ serviceId: 'exchange', status: 'FAILED' }, 3)).length).toBe(1);
     const window = await walk({ createdFrom: '2024-03-01T10:00:00.123Z', createdTo: '2024-03-01T10:00:00.124Z' }, 5);
     expect(window).toEqual(await allIdsInOrder(`created_at >= '2024-03-01T10:00:00.123Z' AND created_at < '2024-03-01T10:00:00.124Z'`));
@@ -141,7 +147,16 @@ describe('GET /admin/intents', () => {
   });
 
   it('refuses a bad limit, filter or cursor with 422 VALIDATION_ERROR', async () => {
-    for (const query of ['?limit=0', '?limit=201', '?limit=abc', '?status=DONE', '?operationType=NOPE', '?createdFrom=yesterday', '?cursor=not-a-cursor', '?unknown=1']) {
+    for (const query of [
+      '?limit=0',
+      '?limit=201',
+      '?limit=abc',
+      '?status=DONE',
+      '?operationType=NOPE',
+      '?createdFrom=yesterday',
+      '?cursor=not-a-cursor',
+      '?unknown=1',
+    ]) {
       const res = await get(`/admin/intents${query}`);
       expect(res.statusCode, query).toBe(422);
       expect(res.json().error, query).toBe('VALIDATION_ERROR');
@@ -155,7 +170,13 @@ describe('GET /admin/intents/{id}', () => {
     const res = await get(`/admin/intents/${invoiceId}`);
     expect(res.statusCode, res.body).toBe(200);
     const body = res.json();
-    expect(body).toMatchObject({ intentId: invoiceId, serviceId: 'wallet-api', operationType: 'INVOICE_PAYMENT', status: 'CREATED', amount: '500' });
+    expect(body).toMatchObject({
+      intentId: invoiceId,
+      serviceId: 'wallet-api',
+      operationType: 'INVOICE_PAYMENT',
+      status: 'CREATED',
+      amount: '500',
+    });
     expect(body.events.map((e: { statusTo: string }) => e.statusTo)).toEqual(['CREATED']);
     // The service-facing route keeps tenant isolation; only the admin route crosses it.
     expect((await t.call('GET', `/intents/${invoiceId}`, { service: 'mobile-gateway' })).statusCode).toBe(404);

@@ -82,7 +82,11 @@ describe('admin authentication (docs/rules.md R11)', () => {
 describe('/admin/fee-rules', () => {
   it('creates with column defaults, reads, lists, changes and deactivates, recording each change', async () => {
     const created = expectStatus(
-      await withToken('POST', '/admin/fee-rules', { name: 'credit fee', operationType: 'MINIAPP_CREDIT', expression: "[{account: 'system.revenue.THB', amount: amount * 0.01}]" }),
+      await withToken('POST', '/admin/fee-rules', {
+        name: 'credit fee',
+        operationType: 'MINIAPP_CREDIT',
+        expression: "[{account: 'system.revenue.THB', amount: amount * 0.01}]",
+      }),
       201,
     );
     expect(created).toEqual({
@@ -107,7 +111,9 @@ describe('/admin/fee-rules', () => {
     const deactivated = expectStatus(await withToken('DELETE', path), 200);
     expect(deactivated).toEqual({ ...changed, active: false });
     expect(expectStatus(await withToken('DELETE', path), 200)).toEqual(deactivated);
-    expect(expectStatus(await withToken('GET', '/admin/fee-rules?active=true'), 200).feeRules.map((r: { id: number }) => r.id)).not.toContain(created.id);
+    expect(
+      expectStatus(await withToken('GET', '/admin/fee-rules?active=true'), 200).feeRules.map((r: { id: number }) => r.id),
+    ).not.toContain(created.id);
     expect(expectStatus(await withToken('GET', '/admin/fee-rules?active=false'), 200).feeRules).toContainEqual(deactivated);
 
     const changes = await changesOf('fee-rule', String(created.id));
@@ -158,7 +164,13 @@ describe('/admin/fee-rules', () => {
 
   it('runs the check with the tags the rule requires', async () => {
     const expression = "metadata.tags.includes('vip') ? [] : [{account: 'system.revenue.THB', amount: 5}]";
-    const res = await withToken('POST', '/admin/fee-rules', { name: 'tagged', operationType: 'MINIAPP_CREDIT', expression, tagsInclude: ['vip'], active: false });
+    const res = await withToken('POST', '/admin/fee-rules', {
+      name: 'tagged',
+      operationType: 'MINIAPP_CREDIT',
+      expression,
+      tagsInclude: ['vip'],
+      active: false,
+    });
     expectStatus(res, 201);
   });
 
@@ -183,7 +195,16 @@ describe('/admin/fee-rules', () => {
 
 describe('/admin/routes', () => {
   it('creates, changes and deactivates a route, amounts out as strings (docs/rules.md R20)', async () => {
-    const created = expectStatus(await withToken('POST', '/admin/routes', { operationType: 'QP_TOPUP', minAmount: 1_000_000, channel: 'SERVICE_TRANSFER', priority: 5, active: false }), 201);
+    const created = expectStatus(
+      await withToken('POST', '/admin/routes', {
+        operationType: 'QP_TOPUP',
+        minAmount: 1_000_000,
+        channel: 'SERVICE_TRANSFER',
+        priority: 5,
+        active: false,
+      }),
+      201,
+    );
     expect(created).toEqual({
       id: expect.any(Number),
       operationType: 'QP_TOPUP',
@@ -203,7 +224,12 @@ describe('/admin/routes', () => {
 
   it('refuses maxAmount below minAmount (422), on create and on change, and stores nothing', async () => {
     const before = await changeCount();
-    const bad = await withToken('POST', '/admin/routes', { operationType: 'QP_TOPUP', minAmount: 100, maxAmount: 99, channel: 'INTERNAL_P2P' });
+    const bad = await withToken('POST', '/admin/routes', {
+      operationType: 'QP_TOPUP',
+      minAmount: 100,
+      maxAmount: 99,
+      channel: 'INTERNAL_P2P',
+    });
     expect(expectStatus(bad, 422).error).toBe('VALIDATION_ERROR');
     const route = expectStatus(await withToken('GET', '/admin/routes?limit=1'), 200).routes[0];
     const badPatch = await withToken('PATCH', `/admin/routes/${route.id}`, { maxAmount: 0 });
@@ -222,22 +248,28 @@ describe('/admin/routes', () => {
     ['an invoice to PSPX', 'INVOICE_PAYMENT', 'PSPX_TRANSFER'],
     ['a payment to the invoice channel', 'P2P_TRANSFER', 'MERCHANT_INVOICE'],
     ['a top-up to PSPX payouts', 'QP_TOPUP', 'PSPX_TRANSFER'],
-  ])('refuses a channel that cannot carry the operation type (%s) on create and on change, and stores nothing', async (_, operationType, channel) => {
-    const before = await changeCount();
-    const created = await withToken('POST', '/admin/routes', { operationType, channel, priority: -1 });
-    expect(expectStatus(created, 422).error).toBe('VALIDATION_ERROR');
-    expect(created.json().message).toContain(`cannot carry ${operationType}`);
-    const routes = expectStatus(await withToken('GET', '/admin/routes'), 200).routes as { id: number; operationType: string }[];
-    const own = routes.find((route) => route.operationType === operationType);
-    expect(own).toBeDefined();
-    const moved = await withToken('PATCH', `/admin/routes/${own?.id}`, { channel });
-    expect(expectStatus(moved, 422).error).toBe('VALIDATION_ERROR');
-    expect(await changeCount()).toBe(before);
-    expect(expectStatus(await withToken('GET', `/admin/routes/${own?.id}`), 200)).toEqual(own);
-  });
+  ])(
+    'refuses a channel that cannot carry the operation type (%s) on create and on change, and stores nothing',
+    async (_, operationType, channel) => {
+      const before = await changeCount();
+      const created = await withToken('POST', '/admin/routes', { operationType, channel, priority: -1 });
+      expect(expectStatus(created, 422).error).toBe('VALIDATION_ERROR');
+      expect(created.json().message).toContain(`cannot carry ${operationType}`);
+      const routes = expectStatus(await withToken('GET', '/admin/routes'), 200).routes as { id: number; operationType: string }[];
+      const own = routes.find((route) => route.operationType === operationType);
+      expect(own).toBeDefined();
+      const moved = await withToken('PATCH', `/admin/routes/${own?.id}`, { channel });
+      expect(expectStatus(moved, 422).error).toBe('VALIDATION_ERROR');
+      expect(await changeCount()).toBe(before);
+      expect(expectStatus(await withToken('GET', `/admin/routes/${own?.id}`), 200)).toEqual(own);
+    },
+  );
 
   it('accepts a channel that can carry the operation type (a withdrawal sent to PSPX payouts)', async () => {
-    const created = expectStatus(await withToken('POST', '/admin/routes', { operationType: 'WITHDRAWAL', channel: 'PSPX_TRANSFER', active: false }), 201);
+    const created = expectStatus(
+      await withToken('POST', '/admin/routes', { operationType: 'WITHDRAWAL', channel: 'PSPX_TRANSFER', active: false }),
+      201,
+    );
     expect(created.channel).toBe('PSPX_TRANSFER');
   });
 });
@@ -245,7 +277,14 @@ describe('/admin/routes', () => {
 describe('/admin/limit-rules', () => {
   it('creates with window, limitType and an integer limit; the limit comes out as a string (docs/rules.md R21)', async () => {
     const created = expectStatus(
-      await signed('POST', '/admin/limit-rules', { name: 'monthly credits', direction: 'CREDIT', window: 'MONTHLY', limitType: 'COUNT', limit: 100, active: false }),
+      await signed('POST', '/admin/limit-rules', {
+        name: 'monthly credits',
+        direction: 'CREDIT',
+        window: 'MONTHLY',
+        limitType: 'COUNT',
+        limit: 100,
+        active: false,
+      }),
       201,
     );
     expect(created).toEqual({
@@ -260,7 +299,10 @@ describe('/admin/limit-rules', () => {
       active: false,
       createdAt: expect.any(String),
     });
-    const changed = expectStatus(await signed('PATCH', `/admin/limit-rules/${created.id}`, { limit: 9_007_199_254_740_991, operationType: 'QP_TOPUP' }), 200);
+    const changed = expectStatus(
+      await signed('PATCH', `/admin/limit-rules/${created.id}`, { limit: 9_007_199_254_740_991, operationType: 'QP_TOPUP' }),
+      200,
+    );
     expect(changed).toMatchObject({ limit: '9007199254740991', operationType: 'QP_TOPUP' });
     expect(expectStatus(await signed('GET', '/admin/limit-rules'), 200).limitRules).toContainEqual(changed);
   });
@@ -322,7 +364,15 @@ describe('/admin/auth-policies', () => {
   });
 
   it('takes the default priority 100 and an empty condition', async () => {
-    const created = expectStatus(await withToken('POST', '/admin/auth-policies', { scope: 'merchant:42', requiredStepUp: 'BLOCK', reasonCode: 'blocked', active: false }), 201);
+    const created = expectStatus(
+      await withToken('POST', '/admin/auth-policies', {
+        scope: 'merchant:42',
+        requiredStepUp: 'BLOCK',
+        reasonCode: 'blocked',
+        active: false,
+      }),
+      201,
+    );
     expect(created).toMatchObject({ priority: 100, condition: {}, requiredStepUp: 'BLOCK' });
   });
 
@@ -340,11 +390,20 @@ describe('/admin/auth-policies', () => {
 });
 
 describe('/admin/service-keys', () => {
-  const permissions = { allowedOperationTypes: ['P2P_TRANSFER'], toAccountOverride: { allowedTypes: ['USER_WALLET'], namePattern: 'user\\.[0-9]+\\.THB' } };
+  const permissions = {
+    allowedOperationTypes: ['P2P_TRANSFER'],
+    toAccountOverride: { allowedTypes: ['USER_WALLET'], namePattern: 'user\\.[0-9]+\\.THB' },
+  };
 
   it('creates, reads, changes and deactivates a key; no secret in or out', async () => {
     const created = expectStatus(await withToken('POST', '/admin/service-keys', { serviceId: 'partner-x', permissions }), 201);
-    expect(created).toEqual({ serviceId: 'partner-x', active: true, permissions, createdAt: expect.any(String), updatedAt: expect.any(String) });
+    expect(created).toEqual({
+      serviceId: 'partner-x',
+      active: true,
+      permissions,
+      createdAt: expect.any(String),
+      updatedAt: expect.any(String),
+    });
     expect(expectStatus(await withToken('GET', '/admin/service-keys/partner-x'), 200)).toEqual(created);
     const list = expectStatus(await withToken('GET', '/admin/service-keys'), 200).serviceKeys as { serviceId: string }[];
     expect(list.map((k) => k.serviceId)).toEqual([...list.map((k) => k.serviceId)].sort());
@@ -369,7 +428,13 @@ describe('/admin/service-keys', () => {
 
   it.each([
     ['a secret in the body', { serviceId: 'partner-y', permissions, secret: 'abc' }],
-    ['a namePattern that is not a regular expression', { serviceId: 'partner-y', permissions: { allowedOperationTypes: [], fromAccountOverride: { allowedTypes: ['USER_WALLET'], namePattern: '(' } } }],
+    [
+      'a namePattern that is not a regular expression',
+      {
+        serviceId: 'partner-y',
+        permissions: { allowedOperationTypes: [], fromAccountOverride: { allowedTypes: ['USER_WALLET'], namePattern: '(' } },
+      },
+    ],
     ['an unknown permission', { serviceId: 'partner-y', permissions: { allowedOperationTypes: [], superuser: true } }],
     ['a serviceId of 51 characters', { serviceId: 's'.repeat(51), permissions }],
   ])('answers 422 for %s', async (_name, body) => {
@@ -411,7 +476,14 @@ describe('PUT /admin/log-level', () => {
 
 describe('POST /admin/config/reload', () => {
   const evaluateSignedWith = (secret: string) => {
-    const body = JSON.stringify({ userId: 1, amount: '1', currency: 'THB', channel: 'INTERNAL_P2P', appId: 'x', operationType: 'P2P_TRANSFER' });
+    const body = JSON.stringify({
+      userId: 1,
+      amount: '1',
+      currency: 'THB',
+      channel: 'INTERNAL_P2P',
+      appId: 'x',
+      operationType: 'P2P_TRANSFER',
+    });
     return t.app.inject({
       method: 'POST',
       url: '/policies/evaluate',
@@ -469,7 +541,11 @@ describe('admin changes apply to the very next intent', () => {
   const payer = 801;
   const payee = 802;
   const pay = (amount: number, service = 'wallet-api') =>
-    t.call('POST', '/intents', { service, user: payer, body: intentBody({ operationType: 'P2P_TRANSFER', amount, recipientUserId: payee }) });
+    t.call('POST', '/intents', {
+      service,
+      user: payer,
+      body: intentBody({ operationType: 'P2P_TRANSFER', amount, recipientUserId: payee }),
+    });
 
   beforeAll(async () => {
     await createUser(t, payer);
@@ -480,7 +556,11 @@ describe('admin changes apply to the very next intent', () => {
   it('a new fee rule changes preFeeAmount; its deactivation removes the fee', async () => {
     expect(expectStatus(await pay(1000), 201).preFeeAmount).toBe('0');
     const rule = expectStatus(
-      await withToken('POST', '/admin/fee-rules', { name: 'p2p fee', operationType: 'P2P_TRANSFER', expression: "[{account: 'system.revenue.THB', amount: 25}]" }),
+      await withToken('POST', '/admin/fee-rules', {
+        name: 'p2p fee',
+        operationType: 'P2P_TRANSFER',
+        expression: "[{account: 'system.revenue.THB', amount: 25}]",
+      }),
       201,
     );
     expect(expectStatus(await pay(1000), 201).preFeeAmount).toBe('25');
@@ -502,7 +582,9 @@ describe('admin changes apply to the very next intent', () => {
     const merchant = 803;
     await createMerchant(t, merchant);
     const intentsBefore = (await t.db.query<{ n: bigint }>('SELECT count(*) AS n FROM intents')).rows[0]?.n;
-    await t.db.query("INSERT INTO routes (operation_type, min_amount, channel, priority) VALUES ('INVOICE_PAYMENT', 1, 'INTERNAL_P2P', -100)");
+    await t.db.query(
+      "INSERT INTO routes (operation_type, min_amount, channel, priority) VALUES ('INVOICE_PAYMENT', 1, 'INTERNAL_P2P', -100)",
+    );
     try {
       const invoice = await t.call('POST', '/intents', {
         user: merchant,
@@ -519,7 +601,11 @@ describe('admin changes apply to the very next intent', () => {
   });
 
   it('a tightened limit gives 422 LIMIT_EXCEEDED; loosened again, payments flow', async () => {
-    const limits = expectStatus(await withToken('GET', '/admin/limit-rules'), 200).limitRules as { id: number; name: string; limit: string }[];
+    const limits = expectStatus(await withToken('GET', '/admin/limit-rules'), 200).limitRules as {
+      id: number;
+      name: string;
+      limit: string;
+    }[];
     const daily = limits.find((rule) => rule.name === 'daily p2p debit');
     expect(daily).toBeDefined();
     expectStatus(await withToken('PATCH', `/admin/limit-rules/${daily?.id}`, { limit: 5000 }), 200);

@@ -29,9 +29,15 @@ beforeAll(async () => {
   await createMerchant(t, MERCHANT);
   await topUp(t, PAYER, 100_000);
   await topUp(t, PSPX_USER, 100_000);
-  ids.settledP2p = await created(t.call('POST', '/intents', { user: PAYER, body: intentBody({ operationType: 'P2P_TRANSFER', amount: 2_500, recipientUserId: PAYEE }) }), 'SETTLED');
+  ids.settledP2p = await created(
+    t.call('POST', '/intents', { user: PAYER, body: intentBody({ operationType: 'P2P_TRANSFER', amount: 2_500, recipientUserId: PAYEE }) }),
+    'SETTLED',
+  );
   // The shipped WITHDRAWAL rule charges a PRE fee to system.revenue.THB.
-  ids.settledWithFee = await created(t.call('POST', '/intents', { user: PAYER, body: intentBody({ operationType: 'WITHDRAWAL', amount: 4_000, externalRef: 'audit-w1' }) }), 'SETTLED');
+  ids.settledWithFee = await created(
+    t.call('POST', '/intents', { user: PAYER, body: intentBody({ operationType: 'WITHDRAWAL', amount: 4_000, externalRef: 'audit-w1' }) }),
+    'SETTLED',
+  );
   ids.failedInvoice = await created(issueInvoice(900), 'CREATED');
   const confirm = await t.call('POST', `/intents/${ids.failedInvoice}/confirm`, {
     user: BROKE,
@@ -39,12 +45,18 @@ beforeAll(async () => {
   });
   expect(confirm.json().status, confirm.body).toBe('FAILED');
   ids.canceledInvoice = await created(issueInvoice(700), 'CREATED');
-  expect((await t.call('POST', `/intents/${ids.canceledInvoice}/cancel`, { user: MERCHANT, body: { reason: 'changed mind' } })).statusCode).toBe(200);
+  expect(
+    (await t.call('POST', `/intents/${ids.canceledInvoice}/cancel`, { user: MERCHANT, body: { reason: 'changed mind' } })).statusCode,
+  ).toBe(200);
   expect((await t.call('POST', '/accounts/register-ipps', { user: PSPX_USER, body: pspxCustomer })).statusCode).toBe(201);
   ids.pspx = await created(
     t.call('POST', '/intents', {
       user: PSPX_USER,
-      body: intentBody({ operationType: 'PSPX_WITHDRAWAL', amount: 1_200, metadata: { ipps: { receiverType: 'MSISDN', receiverAccount: '0812345678' } } }),
+      body: intentBody({
+        operationType: 'PSPX_WITHDRAWAL',
+        amount: 1_200,
+        metadata: { ipps: { receiverType: 'MSISDN', receiverAccount: '0812345678' } },
+      }),
     }),
     'AUTHORIZED',
   );
@@ -102,9 +114,24 @@ function expectViolation(result: AuditResult, check: AuditCheck, where: { intent
   expect(result.violations, result.violations.map(formatViolation).join('\n')).toContainEqual(expect.objectContaining({ check, ...where }));
 }
 
-async function rawTransfer(tx: Sql, from: string, to: string, amount: bigint, extra: { id?: string; flags?: number; timeoutS?: number } = {}) {
+async function rawTransfer(
+  tx: Sql,
+  from: string,
+  to: string,
+  amount: bigint,
+  extra: { id?: string; flags?: number; timeoutS?: number } = {},
+) {
   const results = await t.ledger.createTransfers(tx, [
-    { id: extra.id ?? randomUUID(), debitAccountId: from, creditAccountId: to, amount, ledger: LEDGER_THB, code: 1, flags: extra.flags ?? TransferFlags.none, timeoutS: extra.timeoutS ?? 0 },
+    {
+      id: extra.id ?? randomUUID(),
+      debitAccountId: from,
+      creditAccountId: to,
+      amount,
+      ledger: LEDGER_THB,
+      code: 1,
+      flags: extra.flags ?? TransferFlags.none,
+      timeoutS: extra.timeoutS ?? 0,
+    },
   ]);
   expect(results).toEqual([]);
 }
@@ -175,13 +202,19 @@ describe('each kind of corruption is reported under its check name', () => {
 
   it('PSP sub-states off the PSPX channel, out of order, or after the chain ended: audit_trail', async () => {
     const offChannel = await auditAfter((tx) => appendTrail(tx, ids.settledP2p, [['NEW', 'QUERY_PENDING']]));
-    expect(offChannel.violations).toContainEqual(expect.objectContaining({ check: 'audit_trail', detail: expect.stringContaining('without PSP sub-states') }));
+    expect(offChannel.violations).toContainEqual(
+      expect.objectContaining({ check: 'audit_trail', detail: expect.stringContaining('without PSP sub-states') }),
+    );
 
     const skipped = await auditAfter((tx) => appendTrail(tx, ids.pspx, [['NEW', 'CONFIRMED']]));
-    expect(skipped.violations).toContainEqual(expect.objectContaining({ check: 'audit_trail', intentId: ids.pspx, detail: expect.stringContaining('PSP table') }));
+    expect(skipped.violations).toContainEqual(
+      expect.objectContaining({ check: 'audit_trail', intentId: ids.pspx, detail: expect.stringContaining('PSP table') }),
+    );
 
     const broken = await auditAfter((tx) => appendTrail(tx, ids.pspx, [['QUERY_PENDING', 'QUERIED']]));
-    expect(broken.violations).toContainEqual(expect.objectContaining({ check: 'audit_trail', detail: expect.stringContaining('previous PSP sub-state') }));
+    expect(broken.violations).toContainEqual(
+      expect.objectContaining({ check: 'audit_trail', detail: expect.stringContaining('previous PSP sub-state') }),
+    );
   });
 
   it('an intent without its creation event: audit_trail_status', async () => {
@@ -199,10 +232,9 @@ describe('each kind of corruption is reported under its check name', () => {
 
   it('a guarded account driven below zero through raw SQL: guarded_account_negative (and the ledger checks)', async () => {
     const result = await auditAfter(async (tx) => {
-      await tx.query(
-        `UPDATE ledger_balances SET debits_posted = credits_posted + 1 WHERE account_id = $1`,
-        [ledgerAccountId(wallet(PAYEE))],
-      );
+      await tx.query(`UPDATE ledger_balances SET debits_posted = credits_posted + 1 WHERE account_id = $1`, [
+        ledgerAccountId(wallet(PAYEE)),
+      ]);
     });
     expectViolation(result, 'guarded_account_negative', { account: wallet(PAYEE) });
     expectViolation(result, 'ledger_guarded_limits');
@@ -214,7 +246,12 @@ describe('each kind of corruption is reported under its check name', () => {
     const recent = randomUUID();
     const result = await auditAfter(async (tx) => {
       const [a, b] = [randomUUID(), randomUUID()];
-      expect(await t.ledger.createAccounts(tx, [a, b].map((id) => ({ id, ledger: LEDGER_THB, code: 1, flags: AccountFlags.none })))).toEqual([]);
+      expect(
+        await t.ledger.createAccounts(
+          tx,
+          [a, b].map((id) => ({ id, ledger: LEDGER_THB, code: 1, flags: AccountFlags.none })),
+        ),
+      ).toEqual([]);
       await rawTransfer(tx, a, b, 5n, { id: late, flags: TransferFlags.pending, timeoutS: 1 });
       await rawTransfer(tx, a, b, 6n, { id: recent, flags: TransferFlags.pending, timeoutS: 1 });
       await tx.query("UPDATE ledger_transfers SET expires_at = now() - interval '2 minutes' WHERE id = $1", [late]);
@@ -244,7 +281,17 @@ describe('each kind of corruption is reported under its check name', () => {
 
   it('an in-flight intent whose reservation was voided: in_flight_reservation', async () => {
     const result = await auditAfter(async (tx) => {
-      expect(await t.ledger.createTransfers(tx, [{ id: randomUUID(), pendingId: transferId(ids.pspx, 'reserve'), ledger: LEDGER_THB, code: 1, flags: TransferFlags.voidPendingTransfer }])).toEqual([]);
+      expect(
+        await t.ledger.createTransfers(tx, [
+          {
+            id: randomUUID(),
+            pendingId: transferId(ids.pspx, 'reserve'),
+            ledger: LEDGER_THB,
+            code: 1,
+            flags: TransferFlags.voidPendingTransfer,
+          },
+        ]),
+      ).toEqual([]);
     });
     expectViolation(result, 'in_flight_reservation', { intentId: ids.pspx });
     expectViolation(result, 'transit_balanced', { account: 'system.transit.PSPX.THB' });
@@ -258,7 +305,13 @@ describe('the real PSP worker and outbox leave trails and money the audit accept
     const log = captureLogger();
     return {
       psp: createPspWorker({ db: t.db, pspx: client, log, settings: testPspSettings }),
-      outbox: createOutboxWorker({ db: t.db, ledger: t.ledger, publisher: new StatusPublisher(t.broker, log), log, settings: { ...OUTBOX_DEFAULTS, backoffBaseMs: 1 } }),
+      outbox: createOutboxWorker({
+        db: t.db,
+        ledger: t.ledger,
+        publisher: new StatusPublisher(t.broker, log),
+        log,
+        settings: { ...OUTBOX_DEFAULTS, backoffBaseMs: 1 },
+      }),
     };
   };
   const expectClean = async () => expect((await runAudit(t.db)).violations.map(formatViolation)).toEqual([]);
@@ -268,7 +321,8 @@ describe('the real PSP worker and outbox leave trails and money the audit accept
     try {
       // ids.pspx (receiver …5678) settles here too. One at a time: one payer (docs/rules.md R22).
       const outcomes: string[] = [];
-      for (const receiver of ['0812341234', '0812349999', '0812349997', '0812349998', '0812359998']) outcomes.push(await payout(t, PSPX_USER, receiver, 1_000));
+      for (const receiver of ['0812341234', '0812349999', '0812349997', '0812349998', '0812359998'])
+        outcomes.push(await payout(t, PSPX_USER, receiver, 1_000));
       await expectClean();
       await drain(psp, outbox);
       const [, , , reviewA, reviewB] = outcomes;

@@ -10,7 +10,12 @@ afterAll(async () => t?.close());
 
 const balancePath = '/accounts/system.revenue.THB/balance';
 
-function headersFor(overrides: Record<string, string | undefined>, path = balancePath, body = '', secret = 'demo-wallet-api-secret-change-me') {
+function headersFor(
+  overrides: Record<string, string | undefined>,
+  path = balancePath,
+  body = '',
+  secret = 'demo-wallet-api-secret-change-me',
+) {
   const timestamp = String(Math.floor(Date.now() / 1000));
   const base: Record<string, string | undefined> = {
     'x-service-id': 'wallet-api',

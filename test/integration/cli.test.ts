@@ -33,8 +33,12 @@ async function cli(argv: readonly string[], io: Partial<CliIo> = {}): Promise<Ru
   let out = '';
   let err = '';
   const code = await runCli(argv, {
-    out: (text) => void (out += text),
-    err: (text) => void (err += text),
+    out: (text) => {
+      out += text;
+    },
+    err: (text) => {
+      err += text;
+    },
     env: { PAYORCH_URL: url },
     sleep: async () => {},
     ...io,
@@ -55,7 +59,15 @@ async function issueInvoice(amount: number, live = false): Promise<string> {
   const merchant = await cli(['accounts', 'create', String(MERCHANT), '--entity', 'merchant', '--service', 'admin-tool', '--json']);
   expect(merchant.code, merchant.err).toBe(EXIT.OK);
   const toLedgerAccountId = (json(merchant).primary as { ledgerAccountId: string }).ledgerAccountId;
-  const run = await cli(['intents', 'create', JSON.stringify({ operationType: 'INVOICE_PAYMENT', amount, toLedgerAccountId, live }), '--user', String(MERCHANT), wallet, '--json']);
+  const run = await cli([
+    'intents',
+    'create',
+    JSON.stringify({ operationType: 'INVOICE_PAYMENT', amount, toLedgerAccountId, live }),
+    '--user',
+    String(MERCHANT),
+    wallet,
+    '--json',
+  ]);
   expect(run.code, run.err).toBe(EXIT.OK);
   expect(json(run).status).toBe('CREATED');
   return json(run).intentId as string;
@@ -78,7 +90,11 @@ describe('accounts', () => {
     expect(balance.code).toBe(EXIT.OK);
     expect(balance.out).toContain(`accountName  ${WALLET}`);
     expect(balance.out).toMatch(/balance\s+[0-9,]+\.[0-9]{2} THB/);
-    expect(json(await cli(['accounts', 'balance', WALLET, wallet, '--json']))).toMatchObject({ accountName: WALLET, currency: 'THB', balance: expect.stringMatching(/^[0-9]+$/) });
+    expect(json(await cli(['accounts', 'balance', WALLET, wallet, '--json']))).toMatchObject({
+      accountName: WALLET,
+      currency: 'THB',
+      balance: expect.stringMatching(/^[0-9]+$/),
+    });
 
     const history = await cli(['accounts', 'history', WALLET, '--limit', '1', wallet]);
     expect(history.code).toBe(EXIT.OK);
@@ -106,7 +122,21 @@ describe('intents', () => {
     await cli(['accounts', 'create', String(USER), wallet]);
     await cli(['accounts', 'create', String(OTHER), wallet]);
     await topUp(5_000);
-    const created = await cli(['intents', 'create', '--type', 'P2P_TRANSFER', '--amount', '1500', '--recipient', String(OTHER), '--comment', 'lunch', '--user', String(USER), wallet]);
+    const created = await cli([
+      'intents',
+      'create',
+      '--type',
+      'P2P_TRANSFER',
+      '--amount',
+      '1500',
+      '--recipient',
+      String(OTHER),
+      '--comment',
+      'lunch',
+      '--user',
+      String(USER),
+      wallet,
+    ]);
     expect(created.code, created.err).toBe(EXIT.OK);
     expect(created.out).toMatch(/^status\s+SETTLED$/m);
     const intentId = /^intentId\s+(\S+)$/m.exec(created.out)?.[1] ?? '';
@@ -119,14 +149,24 @@ describe('intents', () => {
 
     const events = await cli(['intents', 'events', intentId, wallet]);
     expect(events.code).toBe(EXIT.OK);
-    expect(events.out.split('\n').slice(2, 6).map((line) => line.trim().split(/\s+/).slice(2, 4))).toEqual([
+    expect(
+      events.out
+        .split('\n')
+        .slice(2, 6)
+        .map((line) => line.trim().split(/\s+/).slice(2, 4)),
+    ).toEqual([
       ['-', 'CREATED'],
       ['CREATED', 'VALIDATED'],
       ['VALIDATED', 'AUTHORIZED'],
       ['AUTHORIZED', 'SETTLED'],
     ]);
     const machine = json(await cli(['intents', 'events', intentId, wallet, '--json']));
-    expect((machine.events as Array<{ statusTo: string }>).map((event) => event.statusTo)).toEqual(['CREATED', 'VALIDATED', 'AUTHORIZED', 'SETTLED']);
+    expect((machine.events as Array<{ statusTo: string }>).map((event) => event.statusTo)).toEqual([
+      'CREATED',
+      'VALIDATED',
+      'AUTHORIZED',
+      'SETTLED',
+    ]);
   });
 
   it('get of an unknown intent: exit 1; --json prints the error body', async () => {
@@ -139,7 +179,18 @@ describe('intents', () => {
   });
 
   it('create refused by the key: exit 1 with 403 FORBIDDEN', async () => {
-    const run = await cli(['intents', 'create', '--type', 'QP_TOPUP', '--amount', '100', '--user', String(USER), '--service', 'mobile-gateway']);
+    const run = await cli([
+      'intents',
+      'create',
+      '--type',
+      'QP_TOPUP',
+      '--amount',
+      '100',
+      '--user',
+      String(USER),
+      '--service',
+      'mobile-gateway',
+    ]);
     expect(run.code).toBe(EXIT.REFUSED);
     expect(run.err).toMatch(/^payorch: 403 FORBIDDEN/);
   });
@@ -152,20 +203,35 @@ describe('intents', () => {
     expect(streamed.out).toMatch(/^\S+Z {2}SETTLED\n$/);
     const polled = await cli(['intents', 'watch', intentId, '--poll', wallet, '--json']);
     expect(polled.code).toBe(EXIT.OK);
-    expect(polled.out.trimEnd().split('\n').map((line) => JSON.parse(line) as unknown)).toEqual([{ intentId, status: 'SETTLED', updatedAt: expect.any(String) }]);
+    expect(
+      polled.out
+        .trimEnd()
+        .split('\n')
+        .map((line) => JSON.parse(line) as unknown),
+    ).toEqual([{ intentId, status: 'SETTLED', updatedAt: expect.any(String) }]);
   });
 
   /** Starts a watch with real waits, cancels the invoice once the watch runs, returns the watch's run. */
   async function watchCancel(intentId: string, args: readonly string[]): Promise<Run> {
-    const watching = cli(['intents', 'watch', intentId, '--json', wallet, ...args], { sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)) });
+    const watching = cli(['intents', 'watch', intentId, '--json', wallet, ...args], {
+      sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    });
     await new Promise((resolve) => setTimeout(resolve, 300));
     const secret = t.secrets.get('wallet-api')?.[0] ?? '';
-    const cancel = await createPayorchClient({ baseUrl: url, serviceId: 'wallet-api', secret }).intents.cancel(intentId, {}, { userId: MERCHANT });
+    const cancel = await createPayorchClient({ baseUrl: url, serviceId: 'wallet-api', secret }).intents.cancel(
+      intentId,
+      {},
+      { userId: MERCHANT },
+    );
     expect(cancel.status).toBe('CANCELED');
     return watching;
   }
 
-  const statuses = (run: Run) => run.out.trimEnd().split('\n').map((line) => (JSON.parse(line) as { status: string }).status);
+  const statuses = (run: Run) =>
+    run.out
+      .trimEnd()
+      .split('\n')
+      .map((line) => (JSON.parse(line) as { status: string }).status);
 
   it('watch of a live intent gets the transition from the stream, long before the next poll', async () => {
     const run = await watchCancel(await issueInvoice(500, true), ['--interval-ms', '20000', '--timeout-s', '25']);
@@ -204,7 +270,21 @@ describe('quote, policies, admin, audit, call', () => {
   });
 
   it('policies evaluate', async () => {
-    const args = ['policies', 'evaluate', '--user', String(USER), '--amount', '100', '--channel', 'app', '--app', 'wallet', '--type', 'P2P_TRANSFER', wallet];
+    const args = [
+      'policies',
+      'evaluate',
+      '--user',
+      String(USER),
+      '--amount',
+      '100',
+      '--channel',
+      'app',
+      '--app',
+      'wallet',
+      '--type',
+      'P2P_TRANSFER',
+      wallet,
+    ];
     const run = await cli(args);
     expect(run.code, run.err).toBe(EXIT.OK);
     expect(run.out).toMatch(/^required\s+[A-Z_]+\nreasonCode\s+\S+\npolicyId\s+[0-9]+\ndailyCumulative\s+[0-9]+\nisNewPayee\s+false\n$/);
@@ -235,10 +315,17 @@ describe('quote, policies, admin, audit, call', () => {
 
   it('audit with violations exits 4 and lists them', async () => {
     const fetchFinding: typeof fetch = async () =>
-      new Response(JSON.stringify({ ok: false, checkedAt: '2025-01-01T00:00:00.000Z', violations: [{ check: 'transit_balanced', account: 'system.transit.PSPX.THB', detail: 'net -5' }] }), {
-        status: 200,
-        headers: { 'content-type': 'application/json' },
-      });
+      new Response(
+        JSON.stringify({
+          ok: false,
+          checkedAt: '2025-01-01T00:00:00.000Z',
+          violations: [{ check: 'transit_balanced', account: 'system.transit.PSPX.THB', detail: 'net -5' }],
+        }),
+        {
+          status: 200,
+          headers: { 'content-type': 'application/json' },
+        },
+      );
     const run = await cli(['audit', '--service', 'admin-tool'], { fetch: fetchFinding });
     expect(run.code).toBe(EXIT.VIOLATIONS);
     expect(run.out).toContain('1 violation(s)');
@@ -246,7 +333,15 @@ describe('quote, policies, admin, audit, call', () => {
   });
 
   it('call: the README commands still work and print the status line', async () => {
-    const created = await cli(['call', 'POST', '/accounts', JSON.stringify({ userId: USER, currency: 'THB' }), wallet, '--user', String(USER)]);
+    const created = await cli([
+      'call',
+      'POST',
+      '/accounts',
+      JSON.stringify({ userId: USER, currency: 'THB' }),
+      wallet,
+      '--user',
+      String(USER),
+    ]);
     expect(created.code).toBe(EXIT.OK);
     expect(created.out).toMatch(/^20[01] (OK|Created)\n\{/);
     const balance = await cli(['call', 'GET', `/accounts/${WALLET}/balance`, wallet]);
@@ -272,7 +367,10 @@ describe('signatures', () => {
 
   it('signs with an HTTP Message Signature by default, X-User-Id covered', async () => {
     const { sent, stub } = recording();
-    const run = await cli(['call', 'POST', '/accounts', JSON.stringify({ userId: USER, currency: 'THB' }), wallet, '--user', String(USER)], { fetch: stub });
+    const run = await cli(
+      ['call', 'POST', '/accounts', JSON.stringify({ userId: USER, currency: 'THB' }), wallet, '--user', String(USER)],
+      { fetch: stub },
+    );
     expect(run.code, run.out).toBe(EXIT.OK);
     expect(sent[0]?.['x-signature']).toBeUndefined();
     expect(sent[0]?.['signature-input']).toMatch(/^sig1=\("@method" "@path" "@query" "content-digest" "x-user-id"\);created=/);
@@ -321,7 +419,10 @@ describe('exit codes for what failed', () => {
     let calls = 0;
     const failing: typeof fetch = async () => {
       calls += 1;
-      return new Response(JSON.stringify({ error: 'INTERNAL_ERROR', message: 'boom' }), { status: 500, headers: { 'content-type': 'application/json' } });
+      return new Response(JSON.stringify({ error: 'INTERNAL_ERROR', message: 'boom' }), {
+        status: 500,
+        headers: { 'content-type': 'application/json' },
+      });
     };
     const run = await cli(['accounts', 'balance', WALLET, wallet], { fetch: failing });
     expect(run.code).toBe(EXIT.SERVER);

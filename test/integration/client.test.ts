@@ -51,7 +51,11 @@ function recordingFetch(answer: (call: number, forward: () => Promise<Response>)
   return { stub, calls };
 }
 
-const unavailable = () => new Response(JSON.stringify({ error: 'SERVICE_UNAVAILABLE', message: 'try later' }), { status: 503, headers: { 'content-type': 'application/json' } });
+const unavailable = () =>
+  new Response(JSON.stringify({ error: 'SERVICE_UNAVAILABLE', message: 'try later' }), {
+    status: 503,
+    headers: { 'content-type': 'application/json' },
+  });
 
 async function rejection(promise: Promise<unknown>): Promise<PayorchError> {
   const error = await promise.then(
@@ -77,15 +81,35 @@ describe('signed requests through the typed methods', () => {
 
   it('accounts, a top-up, a P2P payment, its reads and the balance, with money as strings', async () => {
     const client = wallet();
-    expect(await client.accounts.create({ userId: PAYER })).toEqual({ accountName: `user.${PAYER}.THB`, ledgerAccountId: expect.any(String) });
+    expect(await client.accounts.create({ userId: PAYER })).toEqual({
+      accountName: `user.${PAYER}.THB`,
+      ledgerAccountId: expect.any(String),
+    });
     await client.accounts.create({ userId: RECEIVER, currency: 'THB' });
     const topUp = await client.intents.create({ operationType: 'QP_TOPUP', amount: 50_000 }, { userId: PAYER });
     expect(topUp).toMatchObject({ status: 'SETTLED', channel: 'INTERNAL_P2P', preFeeAmount: '0', requiresMonitoring: false });
 
-    const paid = await client.intents.create({ operationType: 'P2P_TRANSFER', amount: 1_500, recipientUserId: RECEIVER }, { userId: PAYER });
-    expect(await client.intents.get(paid.intentId)).toMatchObject({ status: 'SETTLED', amount: '1500', fromAccount: `user.${PAYER}.THB`, toAccount: `user.${RECEIVER}.THB` });
-    expect((await client.intents.events(paid.intentId)).events.map((event) => event.statusTo)).toEqual(['CREATED', 'VALIDATED', 'AUTHORIZED', 'SETTLED']);
-    expect(await client.accounts.balance(`user.${RECEIVER}.THB`)).toEqual({ accountName: `user.${RECEIVER}.THB`, balance: '1500', currency: 'THB' });
+    const paid = await client.intents.create(
+      { operationType: 'P2P_TRANSFER', amount: 1_500, recipientUserId: RECEIVER },
+      { userId: PAYER },
+    );
+    expect(await client.intents.get(paid.intentId)).toMatchObject({
+      status: 'SETTLED',
+      amount: '1500',
+      fromAccount: `user.${PAYER}.THB`,
+      toAccount: `user.${RECEIVER}.THB`,
+    });
+    expect((await client.intents.events(paid.intentId)).events.map((event) => event.statusTo)).toEqual([
+      'CREATED',
+      'VALIDATED',
+      'AUTHORIZED',
+      'SETTLED',
+    ]);
+    expect(await client.accounts.balance(`user.${RECEIVER}.THB`)).toEqual({
+      accountName: `user.${RECEIVER}.THB`,
+      balance: '1500',
+      currency: 'THB',
+    });
     const history = await client.accounts.transactions(`user.${PAYER}.THB`, { limit: 1 });
     expect(history.transactions).toEqual([expect.objectContaining({ intentId: paid.intentId, direction: 'DEBIT', amount: '1500' })]);
   });
@@ -96,8 +120,19 @@ describe('signed requests through the typed methods', () => {
       totalCharge: '6000',
       breakdown: [{ account: 'system.revenue.THB', amount: '1000' }],
     });
-    const decision = await wallet().policies.evaluate({ userId: PAYER, amount: '100', currency: 'THB', channel: 'app', appId: 'wallet', operationType: 'P2P_TRANSFER' });
-    expect(decision).toMatchObject({ required: expect.any(String), reasonCode: expect.any(String), context: { dailyCumulative: expect.any(String), isNewPayee: false } });
+    const decision = await wallet().policies.evaluate({
+      userId: PAYER,
+      amount: '100',
+      currency: 'THB',
+      channel: 'app',
+      appId: 'wallet',
+      operationType: 'P2P_TRANSFER',
+    });
+    expect(decision).toMatchObject({
+      required: expect.any(String),
+      reasonCode: expect.any(String),
+      context: { dailyCumulative: expect.any(String), isNewPayee: false },
+    });
     const dryRun = await clientFor('admin-tool').admin.feeRules.dryRun({
       expression: "[{account: 'system.revenue.THB', amount: amount / 10}]",
       context: { operationType: 'P2P_TRANSFER', amount: 1_000, currency: 'THB' },
@@ -108,7 +143,10 @@ describe('signed requests through the typed methods', () => {
   it('a merchant invoice: issue, confirm with If-Match, and a stale If-Match is 409 VERSION_MISMATCH', async () => {
     const merchant = await clientFor('admin-tool').accounts.create({ userId: MERCHANT, entityType: 'merchant' });
     if (!('primary' in merchant)) throw new Error('a merchant has a primary and a settlement account');
-    const invoice = await wallet().intents.create({ operationType: 'INVOICE_PAYMENT', amount: 700, toLedgerAccountId: merchant.primary.ledgerAccountId }, { userId: MERCHANT });
+    const invoice = await wallet().intents.create(
+      { operationType: 'INVOICE_PAYMENT', amount: 700, toLedgerAccountId: merchant.primary.ledgerAccountId },
+      { userId: MERCHANT },
+    );
     expect(invoice).toMatchObject({ status: 'CREATED', channel: 'MERCHANT_INVOICE', version: 0, qrSignature: expect.any(String) });
     const payer = await wallet().accounts.create({ userId: PAYER });
     if (!('ledgerAccountId' in payer)) throw new Error('a user has one account');
@@ -116,14 +154,23 @@ describe('signed requests through the typed methods', () => {
 
     const stale = await rejection(wallet().intents.confirm(invoice.intentId, body, { ifMatch: 5 }));
     expect([stale.status, stale.code, stale.body]).toEqual([409, 'VERSION_MISMATCH', { error: 'VERSION_MISMATCH', currentVersion: 0 }]);
-    expect(await wallet().intents.confirm(invoice.intentId, body, { ifMatch: 0 })).toMatchObject({ status: 'SETTLED', version: 1, replayed: false });
+    expect(await wallet().intents.confirm(invoice.intentId, body, { ifMatch: 0 })).toMatchObject({
+      status: 'SETTLED',
+      version: 1,
+      replayed: false,
+    });
   });
 
   it('cancel of an invoice by its issuer', async () => {
     const merchant = await clientFor('admin-tool').accounts.create({ userId: MERCHANT, entityType: 'merchant' });
     if (!('primary' in merchant)) throw new Error('a merchant has a primary and a settlement account');
-    const invoice = await wallet().intents.create({ operationType: 'INVOICE_PAYMENT', amount: 300, toLedgerAccountId: merchant.primary.ledgerAccountId }, { userId: MERCHANT });
-    expect(await wallet().intents.cancel(invoice.intentId, { reason: 'customer_left' }, { userId: MERCHANT })).toMatchObject({ status: 'CANCELED' });
+    const invoice = await wallet().intents.create(
+      { operationType: 'INVOICE_PAYMENT', amount: 300, toLedgerAccountId: merchant.primary.ledgerAccountId },
+      { userId: MERCHANT },
+    );
+    expect(await wallet().intents.cancel(invoice.intentId, { reason: 'customer_left' }, { userId: MERCHANT })).toMatchObject({
+      status: 'CANCELED',
+    });
     const again = await rejection(wallet().intents.cancel(invoice.intentId, {}, { userId: MERCHANT }));
     expect([again.status, again.code]).toEqual([409, 'CANNOT_CANCEL']);
   });
@@ -139,8 +186,16 @@ describe('signed requests through the typed methods', () => {
   it('admin: resolve, the admin intent reads, the audit and list/create of every admin table', async () => {
     const admin = clientFor('admin-tool').admin;
     const paid = await wallet().intents.create({ operationType: 'QP_TOPUP', amount: 100 }, { userId: PAYER });
-    expect(await admin.resolve(paid.intentId, { resolution: 'CONFIRMED' })).toMatchObject({ intentId: paid.intentId, previousStatus: 'SETTLED', status: 'SETTLED' });
-    expect(await admin.intents.get(paid.intentId)).toMatchObject({ intentId: paid.intentId, serviceId: 'wallet-api', events: expect.any(Array) });
+    expect(await admin.resolve(paid.intentId, { resolution: 'CONFIRMED' })).toMatchObject({
+      intentId: paid.intentId,
+      previousStatus: 'SETTLED',
+      status: 'SETTLED',
+    });
+    expect(await admin.intents.get(paid.intentId)).toMatchObject({
+      intentId: paid.intentId,
+      serviceId: 'wallet-api',
+      events: expect.any(Array),
+    });
     expect((await admin.intents.list({ limit: 1 })).intents).toHaveLength(1);
     expect(await admin.audit()).toMatchObject({ ok: true, violations: [] });
 
@@ -149,15 +204,34 @@ describe('signed requests through the typed methods', () => {
     expect((await admin.feeRules.list()).feeRules.map((r) => r.id)).toContain(rule.id);
     expect(await admin.feeRules.update(rule.id, { priority: 7 })).toMatchObject({ priority: 7 });
 
-    const route = await admin.routes.create({ operationType: 'P2P_TRANSFER', channel: 'INTERNAL_P2P', minAmount: 1, maxAmount: 10, priority: 99, active: false });
+    const route = await admin.routes.create({
+      operationType: 'P2P_TRANSFER',
+      channel: 'INTERNAL_P2P',
+      minAmount: 1,
+      maxAmount: 10,
+      priority: 99,
+      active: false,
+    });
     expect(route).toMatchObject({ minAmount: '1', maxAmount: '10' });
     expect((await admin.routes.list({ active: false })).routes.map((r) => r.id)).toContain(route.id);
 
-    const limit = await admin.limitRules.create({ name: 'client cap', direction: 'DEBIT', window: 'DAILY', limitType: 'AMOUNT', limit: 10_000_000, active: false });
+    const limit = await admin.limitRules.create({
+      name: 'client cap',
+      direction: 'DEBIT',
+      window: 'DAILY',
+      limitType: 'AMOUNT',
+      limit: 10_000_000,
+      active: false,
+    });
     expect(limit).toMatchObject({ limit: '10000000', operationType: '*' });
     expect((await admin.limitRules.list()).limitRules.map((r) => r.id)).toContain(limit.id);
 
-    const policy = await admin.authPolicies.create({ scope: 'app:client-test', requiredStepUp: 'PIN', reasonCode: 'client_test', active: false });
+    const policy = await admin.authPolicies.create({
+      scope: 'app:client-test',
+      requiredStepUp: 'PIN',
+      reasonCode: 'client_test',
+      active: false,
+    });
     expect((await admin.authPolicies.list()).authPolicies.map((p) => p.id)).toContain(policy.id);
     expect(await admin.authPolicies.deactivate(policy.id)).toMatchObject({ active: false });
 
@@ -176,7 +250,9 @@ describe('typed errors carry status, catalogue code and body', () => {
   });
 
   it('403 FORBIDDEN for an operation type outside the key', async () => {
-    const error = await rejection(clientFor('mobile-gateway').intents.create({ operationType: 'QP_TOPUP', amount: 100 }, { userId: PAYER }));
+    const error = await rejection(
+      clientFor('mobile-gateway').intents.create({ operationType: 'QP_TOPUP', amount: 100 }, { userId: PAYER }),
+    );
     expect([error.status, error.code]).toEqual([403, 'FORBIDDEN']);
   });
 
@@ -198,7 +274,10 @@ describe('typed errors carry status, catalogue code and body', () => {
   });
 
   it('UNKNOWN for an answer without a catalogue code', async () => {
-    const client = clientFor('wallet-api', { fetch: async () => new Response('<html>bad gateway</html>', { status: 502 }), retry: { attemptsMax: 1, baseDelayMs: 0 } });
+    const client = clientFor('wallet-api', {
+      fetch: async () => new Response('<html>bad gateway</html>', { status: 502 }),
+      retry: { attemptsMax: 1, baseDelayMs: 0 },
+    });
     const error = await rejection(client.accounts.balance('system.revenue.THB'));
     expect([error.status, error.code, error.body]).toEqual([502, 'UNKNOWN', '<html>bad gateway</html>']);
   });
@@ -208,7 +287,11 @@ describe('retries: 5xx and network errors only, with the same idempotency key', 
   it('two 503s, then the request goes through: one intent, byte-identical bodies, growing waits', async () => {
     const { stub, calls } = recordingFetch((call, forward) => (call <= 2 ? Promise.resolve(unavailable()) : forward()));
     const waits: number[] = [];
-    const client = clientFor('wallet-api', { fetch: stub, retry: { attemptsMax: 3, baseDelayMs: 100 }, sleep: async (ms) => void waits.push(ms) });
+    const client = clientFor('wallet-api', {
+      fetch: stub,
+      retry: { attemptsMax: 3, baseDelayMs: 100 },
+      sleep: async (ms) => void waits.push(ms),
+    });
     const created = await client.intents.create({ operationType: 'QP_TOPUP', amount: 100 }, { userId: FRESH });
 
     expect(created.status).toBe('SETTLED');
@@ -233,7 +316,10 @@ describe('retries: 5xx and network errors only, with the same idempotency key', 
       first.intentId = ((await response.json()) as { intentId: string }).intentId;
       return unavailable();
     });
-    const replay = await clientFor('wallet-api', { fetch: stub }).intents.create({ operationType: 'QP_TOPUP', amount: 250 }, { userId: FRESH });
+    const replay = await clientFor('wallet-api', { fetch: stub }).intents.create(
+      { operationType: 'QP_TOPUP', amount: 250 },
+      { userId: FRESH },
+    );
     expect(calls).toHaveLength(2);
     expect(replay).toMatchObject({ intentId: first.intentId, status: 'SETTLED', amount: '250' });
     const key = (JSON.parse(calls[1]?.body ?? '{}') as { idempotencyKey: string }).idempotencyKey;
@@ -242,7 +328,9 @@ describe('retries: 5xx and network errors only, with the same idempotency key', 
 
   it('a network error is retried', async () => {
     const { stub, calls } = recordingFetch((call, forward) => (call === 1 ? Promise.reject(new TypeError('fetch failed')) : forward()));
-    expect(await clientFor('wallet-api', { fetch: stub }).accounts.balance('system.revenue.THB')).toMatchObject({ accountName: 'system.revenue.THB' });
+    expect(await clientFor('wallet-api', { fetch: stub }).accounts.balance('system.revenue.THB')).toMatchObject({
+      accountName: 'system.revenue.THB',
+    });
     expect(calls).toHaveLength(2);
   });
 
@@ -250,25 +338,36 @@ describe('retries: 5xx and network errors only, with the same idempotency key', 
     const idempotencyKey = randomUUID();
     await wallet().intents.create({ idempotencyKey, operationType: 'QP_TOPUP', amount: 100 }, { userId: FRESH });
     const { stub, calls } = recordingFetch();
-    const error = await rejection(clientFor('wallet-api', { fetch: stub }).intents.create({ idempotencyKey, operationType: 'QP_TOPUP', amount: 999 }, { userId: FRESH }));
+    const error = await rejection(
+      clientFor('wallet-api', { fetch: stub }).intents.create(
+        { idempotencyKey, operationType: 'QP_TOPUP', amount: 999 },
+        { userId: FRESH },
+      ),
+    );
     expect(error.code).toBe('CONFLICT');
     expect(calls).toHaveLength(1);
   });
 
   it('422 is not retried', async () => {
     const { stub, calls } = recordingFetch();
-    const error = await rejection(clientFor('wallet-api', { fetch: stub }).intents.create({ operationType: 'QP_TOPUP', amount: 0 }, { userId: FRESH }));
+    const error = await rejection(
+      clientFor('wallet-api', { fetch: stub }).intents.create({ operationType: 'QP_TOPUP', amount: 0 }, { userId: FRESH }),
+    );
     expect(error.code).toBe('VALIDATION_ERROR');
     expect(calls).toHaveLength(1);
   });
 
   it('a cancel is not retried (not idempotent), and a 5xx that lasts surfaces after attemptsMax', async () => {
     const cancel = recordingFetch(() => Promise.resolve(unavailable()));
-    const canceled = await rejection(clientFor('wallet-api', { fetch: cancel.stub }).intents.cancel(randomUUID(), {}, { userId: MERCHANT }));
+    const canceled = await rejection(
+      clientFor('wallet-api', { fetch: cancel.stub }).intents.cancel(randomUUID(), {}, { userId: MERCHANT }),
+    );
     expect([canceled.status, canceled.code, cancel.calls.length]).toEqual([503, 'SERVICE_UNAVAILABLE', 1]);
 
     const read = recordingFetch(() => Promise.resolve(unavailable()));
-    const failed = await rejection(clientFor('wallet-api', { fetch: read.stub, retry: { attemptsMax: 4, baseDelayMs: 1 } }).intents.get(randomUUID()));
+    const failed = await rejection(
+      clientFor('wallet-api', { fetch: read.stub, retry: { attemptsMax: 4, baseDelayMs: 1 } }).intents.get(randomUUID()),
+    );
     expect([failed.status, read.calls.length]).toEqual([503, 4]);
   });
 
@@ -300,17 +399,22 @@ describe('signature schemes', () => {
     await client.accounts.create({ userId: RECEIVER });
     await client.intents.create({ operationType: 'QP_TOPUP', amount: 500 }, { userId: PAYER });
     const { stub, calls } = recordingFetch();
-    const paid = await clientFor('wallet-api', { fetch: stub }).intents.create({ operationType: 'P2P_TRANSFER', amount: 120, recipientUserId: RECEIVER }, { userId: PAYER });
+    const paid = await clientFor('wallet-api', { fetch: stub }).intents.create(
+      { operationType: 'P2P_TRANSFER', amount: 120, recipientUserId: RECEIVER },
+      { userId: PAYER },
+    );
     expect(paid.status).toBe('SETTLED');
     const [sent] = calls;
     expect(sent?.headers['x-signature']).toBeUndefined();
     expect(sent?.headers['x-timestamp']).toBeUndefined();
-    expect(sent?.headers['signature-input']).toMatch(/^sig1=\("@method" "@path" "@query" "content-digest" "x-user-id"\);created=\d+;keyid="wallet-api";nonce="[^"]+";alg="hmac-sha256"$/);
+    expect(sent?.headers['signature-input']).toMatch(
+      /^sig1=\("@method" "@path" "@query" "content-digest" "x-user-id"\);created=\d+;keyid="wallet-api";nonce="[^"]+";alg="hmac-sha256"$/,
+    );
     expect(sent?.headers.signature).toMatch(/^sig1=:[A-Za-z0-9+/]{43}=:$/);
     expect(sent?.headers['content-digest']).toMatch(/^sha-256=:[A-Za-z0-9+/]{43}=:$/);
   });
 
-  it("signs with the older X-Signature when asked, and the service still accepts it", async () => {
+  it('signs with the older X-Signature when asked, and the service still accepts it', async () => {
     const { stub, calls } = recordingFetch();
     const client = clientFor('wallet-api', { fetch: stub, signatureScheme: 'x-signature' });
     expect(await client.accounts.balance('system.revenue.THB')).toMatchObject({ accountName: 'system.revenue.THB' });
@@ -320,7 +424,12 @@ describe('signature schemes', () => {
 
   it('an admin write through the client is signed afresh each time, so a repeat is not a replay', async () => {
     const admin = clientFor('admin-tool');
-    const body = { name: `client-${randomUUID()}`, operationType: 'MINIAPP_CREDIT', expression: "[{account: 'system.revenue.THB', amount: amount * 0.01}]", active: false } as const;
+    const body = {
+      name: `client-${randomUUID()}`,
+      operationType: 'MINIAPP_CREDIT',
+      expression: "[{account: 'system.revenue.THB', amount: amount * 0.01}]",
+      active: false,
+    } as const;
     const first = await admin.admin.feeRules.create(body);
     const second = await admin.admin.feeRules.create(body);
     expect(second.id).not.toBe(first.id);

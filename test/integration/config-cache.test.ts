@@ -49,7 +49,10 @@ describe('the config cache', () => {
 
   it('never goes back to an older snapshot when loads finish out of order', async () => {
     const cache = new ConfigCache(db);
-    const loads = await Promise.all([cache.fresh(), db.query("UPDATE routes SET priority = priority WHERE id < 0").then(() => cache.fresh())]);
+    const loads = await Promise.all([
+      cache.fresh(),
+      db.query('UPDATE routes SET priority = priority WHERE id < 0').then(() => cache.fresh()),
+    ]);
     const latest = await cache.fresh();
     expect(latest.version).toBeGreaterThanOrEqual(loads[0].version);
     expect(latest.version).toBeGreaterThanOrEqual(loads[1].version);

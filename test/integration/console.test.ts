@@ -40,11 +40,16 @@ describe('GET /console and its files (unsigned, docs/rules.md R37)', () => {
 
   it('serves every file the page references, each with its content type and the same CSP', async () => {
     const index = consoleFile('index.html');
-    const importMap = JSON.parse(/<script type="importmap">([\s\S]*?)<\/script>/.exec(index)?.[1] ?? '{}') as { imports: Record<string, string> };
+    const importMap = JSON.parse(/<script type="importmap">([\s\S]*?)<\/script>/.exec(index)?.[1] ?? '{}') as {
+      imports: Record<string, string>;
+    };
     const referenced = [...index.matchAll(/(?:src|href)="(\/console\/[^"]+)"/g)].map((match) => match[1] ?? '');
     const urls = [...referenced, ...Object.values(importMap.imports)];
-    expect(urls).toEqual(expect.arrayContaining(['/console/app.js', '/console/console.css', '/console/preact.mjs', '/console/hooks.mjs', '/console/htm.mjs']));
-    const expected = (url: string) => (url.endsWith('.css') ? 'text/css; charset=utf-8' : url.endsWith('.svg') ? 'image/svg+xml' : 'text/javascript; charset=utf-8');
+    expect(urls).toEqual(
+      expect.arrayContaining(['/console/app.js', '/console/console.css', '/console/preact.mjs', '/console/hooks.mjs', '/console/htm.mjs']),
+    );
+    const expected = (url: string) =>
+      url.endsWith('.css') ? 'text/css; charset=utf-8' : url.endsWith('.svg') ? 'image/svg+xml' : 'text/javascript; charset=utf-8';
     for (const url of urls) {
       const res = await get(url);
       expect([url, res.statusCode, res.headers['content-type']]).toEqual([url, 200, expected(url)]);
@@ -53,10 +58,22 @@ describe('GET /console and its files (unsigned, docs/rules.md R37)', () => {
   });
 
   it('serves the modules the console imports from each other', async () => {
-    const modules = ['app.js', 'api.js', 'html.js', 'format.js', 'model.js', 'intents.js', 'resolve.js', 'review.js', 'accounts.js', 'audit.js'];
+    const modules = [
+      'app.js',
+      'api.js',
+      'html.js',
+      'format.js',
+      'model.js',
+      'intents.js',
+      'resolve.js',
+      'review.js',
+      'accounts.js',
+      'audit.js',
+    ];
     for (const name of modules) {
       const res = await get(`/console/${name}`);
-      for (const [, imported] of res.body.matchAll(/from '\.\/([^']+)'/g)) expect(modules, `${name} imports ${imported}`).toContain(imported);
+      for (const [, imported] of res.body.matchAll(/from '\.\/([^']+)'/g))
+        expect(modules, `${name} imports ${imported}`).toContain(imported);
       expect([name, res.statusCode, res.headers['content-type']]).toEqual([name, 200, 'text/javascript; charset=utf-8']);
     }
   });
@@ -68,7 +85,7 @@ describe('GET /console and its files (unsigned, docs/rules.md R37)', () => {
     }
   });
 
-  it('model.js, the filters\' and badges\' values, is the domain model itself', async () => {
+  it("model.js, the filters' and badges' values, is the domain model itself", async () => {
     const res = await get('/console/model.js');
     expect(res.statusCode).toBe(200);
     const served = await import(`data:text/javascript;base64,${Buffer.from(res.body).toString('base64')}`);
@@ -97,7 +114,13 @@ describe('GET /admin/accounts/{name} (the console account look-up)', () => {
     const res = await get('/admin/accounts/user.801.THB', ADMIN);
     expect(res.statusCode, res.body).toBe(200);
     const account = res.json();
-    expect(account).toMatchObject({ accountName: 'user.801.THB', accountType: 'USER_WALLET', userId: 801, currency: 'THB', balance: '25000' });
+    expect(account).toMatchObject({
+      accountName: 'user.801.THB',
+      accountType: 'USER_WALLET',
+      userId: 801,
+      currency: 'THB',
+      balance: '25000',
+    });
     expect(account.transactions).toEqual([expect.objectContaining({ operationType: 'QP_TOPUP', direction: 'CREDIT', amount: '25000' })]);
     const byId = await get(`/admin/accounts/${account.ledgerAccountId}`, ADMIN);
     expect(byId.json()).toEqual(account);
@@ -112,8 +135,11 @@ describe('GET /admin/accounts/{name} (the console account look-up)', () => {
 });
 
 describe('the other admin routes the console calls refuse a missing token', () => {
-  it.each(['/admin/intents', '/admin/intents?status=MANUAL_REVIEW', '/admin/audit'])('GET %s: 401 without, 200 with the token', async (url) => {
-    expect((await get(url)).statusCode).toBe(401);
-    expect((await get(url, ADMIN)).statusCode).toBe(200);
-  });
+  it.each(['/admin/intents', '/admin/intents?status=MANUAL_REVIEW', '/admin/audit'])(
+    'GET %s: 401 without, 200 with the token',
+    async (url) => {
+      expect((await get(url)).statusCode).toBe(401);
+      expect((await get(url, ADMIN)).statusCode).toBe(200);
+    },
+  );
 });

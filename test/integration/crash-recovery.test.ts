@@ -117,11 +117,14 @@ describe('crash recovery of the PSP payouts', () => {
   it('SIGKILL mid-flight, restart: every payout ends exactly once, no second confirm, money conserved', async () => {
     const USER = 911;
     let service = await startService();
-    let ids: string[] = [];
+    const ids: string[] = [];
     try {
       expect((await call(service, 'POST', '/accounts', { user: USER, body: { userId: USER, currency: 'THB' } })).status).toBe(201);
       expect((await call(service, 'POST', '/accounts/register-ipps', { user: USER, body: customer })).status).toBe(201);
-      const topUp = await call(service, 'POST', '/intents', { user: USER, body: { idempotencyKey: randomUUID(), operationType: 'QP_TOPUP', amount: 1_000_000 } });
+      const topUp = await call(service, 'POST', '/intents', {
+        user: USER,
+        body: { idempotencyKey: randomUUID(), operationType: 'QP_TOPUP', amount: 1_000_000 },
+      });
       expect(topUp.body.status).toBe('SETTLED');
 
       // Every provider answer takes 300 ms, so the kill lands while calls are out.
@@ -130,7 +133,12 @@ describe('crash recovery of the PSP payouts', () => {
       for (const [index, receiverAccount] of receivers.entries()) {
         const res = await call(service, 'POST', '/intents', {
           user: USER,
-          body: { idempotencyKey: randomUUID(), operationType: 'PSPX_WITHDRAWAL', amount: 1000 * (index + 1), metadata: { ipps: { receiverType: 'MSISDN', receiverAccount } } },
+          body: {
+            idempotencyKey: randomUUID(),
+            operationType: 'PSPX_WITHDRAWAL',
+            amount: 1000 * (index + 1),
+            metadata: { ipps: { receiverType: 'MSISDN', receiverAccount } },
+          },
         });
         expect(res.status, JSON.stringify(res.body)).toBe(201);
         ids.push(res.body.intentId as string);
@@ -151,14 +159,22 @@ describe('crash recovery of the PSP payouts', () => {
     service = await startService();
     try {
       const final = new Set(['SETTLED', 'FAILED', 'MANUAL_REVIEW']);
-      await waitFor(async () => (await Promise.all(ids.map((id) => statusOf(service, id)))).every((s) => final.has(s)), SETTLE_MS_MAX, 'the payouts to end');
+      await waitFor(
+        async () => (await Promise.all(ids.map((id) => statusOf(service, id)))).every((s) => final.has(s)),
+        SETTLE_MS_MAX,
+        'the payouts to end',
+      );
       // An operator settles what the worker could not decide, by what the provider says it paid.
       for (const id of ids) {
         if ((await statusOf(service, id)) !== 'MANUAL_REVIEW') continue;
         const resolution = simulator.simulator.payoutsMade(id) === 1 ? 'CONFIRMED' : 'FAILED';
         expect((await call(service, 'POST', `/admin/intents/${id}/resolve`, { admin: true, body: { resolution } })).status).toBe(200);
       }
-      await waitFor(async () => (await Promise.all(ids.map((id) => statusOf(service, id)))).every((s) => s === 'SETTLED' || s === 'FAILED'), SETTLE_MS_MAX, 'the resolutions');
+      await waitFor(
+        async () => (await Promise.all(ids.map((id) => statusOf(service, id)))).every((s) => s === 'SETTLED' || s === 'FAILED'),
+        SETTLE_MS_MAX,
+        'the resolutions',
+      );
       // A final status commits with its ledger step queued (post or void): the outbox leader runs
       // it moments later, and the reservation is only released then.
       await waitFor(async () => (await outboxDepth(service)) === 0, SETTLE_MS_MAX, 'the outbox to empty');
@@ -167,8 +183,14 @@ describe('crash recovery of the PSP payouts', () => {
         const status = await statusOf(service, id);
         expect(simulator.simulator.confirmsReceived(id)).toBeLessThanOrEqual(1);
         expect({ index, paid: simulator.simulator.payoutsMade(id) }).toEqual({ index, paid: status === 'SETTLED' ? 1 : 0 });
-        const events = (await call(service, 'GET', `/intents/${id}/events`)).body.events as Array<{ statusFrom: string | null; statusTo: string }>;
-        const endings = events.filter((e) => (e.statusTo === 'SETTLED' || e.statusTo === 'FAILED') && (e.statusFrom === 'AUTHORIZED' || e.statusFrom === 'MANUAL_REVIEW'));
+        const events = (await call(service, 'GET', `/intents/${id}/events`)).body.events as Array<{
+          statusFrom: string | null;
+          statusTo: string;
+        }>;
+        const endings = events.filter(
+          (e) =>
+            (e.statusTo === 'SETTLED' || e.statusTo === 'FAILED') && (e.statusFrom === 'AUTHORIZED' || e.statusFrom === 'MANUAL_REVIEW'),
+        );
         expect(endings).toHaveLength(1);
         const moves = events.map((e) => `${e.statusFrom}>${e.statusTo}`);
         expect(new Set(moves).size).toBe(moves.length);
@@ -188,12 +210,15 @@ describe('crash recovery of the PSP payouts', () => {
     const db = await openServiceDatabase();
     try {
       await expectLedgerInvariants(db);
-      const { rows } = await db.query<{ paid: bigint }>("SELECT coalesce(sum(amount), 0)::bigint AS paid FROM intents WHERE id = ANY($1::uuid[]) AND status = 'SETTLED'", [ids]);
+      const { rows } = await db.query<{ paid: bigint }>(
+        "SELECT coalesce(sum(amount), 0)::bigint AS paid FROM intents WHERE id = ANY($1::uuid[]) AND status = 'SETTLED'",
+        [ids],
+      );
       const paid = rows[0]?.paid ?? 0n;
       expect(await balanceOf(db, `user.${USER}.THB`)).toBe(1_000_000n - paid);
       expect(await balanceOf(db, 'system.transit.PSPX.THB')).toBe(0n);
       expect(await balanceOf(db, 'system.nostro.pspx.THB')).toBe(-1_000_000n + paid);
-      const open = await db.query("SELECT 1 FROM outbox WHERE done_at IS NULL");
+      const open = await db.query('SELECT 1 FROM outbox WHERE done_at IS NULL');
       expect(open.rows).toHaveLength(0);
     } finally {
       await db.close();

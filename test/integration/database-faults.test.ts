@@ -106,7 +106,13 @@ function call(h: Harness, method: 'GET' | 'POST', path: string, body?: unknown, 
 
 async function pay(h: Harness, payer: number, key: string): Promise<Outcome> {
   const started = Date.now();
-  const res = await call(h, 'POST', '/intents', { idempotencyKey: key, operationType: 'P2P_TRANSFER', amount: AMOUNT, recipientUserId: PAYEE }, payer);
+  const res = await call(
+    h,
+    'POST',
+    '/intents',
+    { idempotencyKey: key, operationType: 'P2P_TRANSFER', amount: AMOUNT, recipientUserId: PAYEE },
+    payer,
+  );
   return { key, payer, status: res.statusCode, body: res.json() as Record<string, unknown>, elapsedMs: Date.now() - started };
 }
 
@@ -159,7 +165,8 @@ async function waitForRecovery(h: Harness): Promise<void> {
     const health = await h.app.inject({ method: 'GET', url: '/health' });
     const probe = await pay(h, PAYERS[0], randomUUID());
     if (health.statusCode === 200 && probe.status === 201) return;
-    if (Date.now() > deadline) throw new Error(`no recovery: health ${health.statusCode}, payment ${probe.status} ${JSON.stringify(probe.body)}`);
+    if (Date.now() > deadline)
+      throw new Error(`no recovery: health ${health.statusCode}, payment ${probe.status} ${JSON.stringify(probe.body)}`);
     await new Promise((r) => setTimeout(r, 200));
   }
 }
@@ -178,7 +185,9 @@ async function expectExactlyOnce(h: Harness, sql: Sql, outcomes: readonly Outcom
     [keys],
   );
   expect(rows[0]).toEqual({ n: BigInt(keys.length), settled: BigInt(keys.length) });
-  const half = await sql.query("SELECT id, status FROM intents WHERE status IN ('CREATED', 'VALIDATED', 'SETTLING') AND operation_type <> 'INVOICE_PAYMENT'");
+  const half = await sql.query(
+    "SELECT id, status FROM intents WHERE status IN ('CREATED', 'VALIDATED', 'SETTLING') AND operation_type <> 'INVOICE_PAYMENT'",
+  );
   expect(half.rows).toEqual([]);
 }
 
@@ -225,28 +234,32 @@ describe.runIf(pgUrl !== undefined)('PostgreSQL behind a TCP proxy that is cut u
     await admin.end();
   });
 
-  it.each(['reset', 'stall'] as const)('connections %s: clean 5xx within a bound, recovery without a restart, exactly once, audit clean', async (mode) => {
-    let endLoad = () => {};
-    const loadDone = load(h, new Promise<void>((resolve) => (endLoad = resolve)));
-    await new Promise((r) => setTimeout(r, 300));
-    proxy.cut(mode);
-    await new Promise((r) => setTimeout(r, 200));
-    const during = await h.app.inject({ method: 'GET', url: '/health' });
-    await new Promise((r) => setTimeout(r, OUTAGE_MS));
-    proxy.restore();
-    await new Promise((r) => setTimeout(r, 300));
-    endLoad();
-    const outcomes = await loadDone;
+  it.each(['reset', 'stall'] as const)(
+    'connections %s: clean 5xx within a bound, recovery without a restart, exactly once, audit clean',
+    async (mode) => {
+      let endLoad = () => {};
+      const loadDone = load(h, new Promise<void>((resolve) => (endLoad = resolve)));
+      await new Promise((r) => setTimeout(r, 300));
+      proxy.cut(mode);
+      await new Promise((r) => setTimeout(r, 200));
+      const during = await h.app.inject({ method: 'GET', url: '/health' });
+      await new Promise((r) => setTimeout(r, OUTAGE_MS));
+      proxy.restore();
+      await new Promise((r) => setTimeout(r, 300));
+      endLoad();
+      const outcomes = await loadDone;
 
-    expect(during.statusCode).toBe(503);
-    expect(during.json()).toEqual({ status: 'ko', message: 'Ledger unavailable' });
-    expect(outcomes.filter((o) => o.status >= 500).length, 'the outage was not felt').toBeGreaterThan(0);
-    expect(outcomes.filter((o) => o.status === 201).length).toBeGreaterThan(0);
-    expectCleanAnswers(outcomes);
-    await waitForRecovery(h);
-    await expectExactlyOnce(h, direct, outcomes);
-    await expectAuditClean(direct);
-  }, 90_000);
+      expect(during.statusCode).toBe(503);
+      expect(during.json()).toEqual({ status: 'ko', message: 'Ledger unavailable' });
+      expect(outcomes.filter((o) => o.status >= 500).length, 'the outage was not felt').toBeGreaterThan(0);
+      expect(outcomes.filter((o) => o.status === 201).length).toBeGreaterThan(0);
+      expectCleanAnswers(outcomes);
+      await waitForRecovery(h);
+      await expectExactlyOnce(h, direct, outcomes);
+      await expectAuditClean(direct);
+    },
+    90_000,
+  );
 });
 
 describe.runIf(pgUrl === undefined)('embedded PGlite closed under load, reopened from its directory', () => {
@@ -271,29 +284,33 @@ describe.runIf(pgUrl === undefined)('embedded PGlite closed under load, reopened
     await rm(dataDir, { recursive: true, force: true });
   });
 
-  it('closed: clean 5xx within a bound and health 503; reopened: recovery without rebuilding the app, exactly once, audit clean', async () => {
-    let endLoad = () => {};
-    const loadDone = load(h, new Promise<void>((resolve) => (endLoad = resolve)));
-    await new Promise((r) => setTimeout(r, 300));
-    await db.close();
-    const during = await h.app.inject({ method: 'GET', url: '/health' });
-    await new Promise((r) => setTimeout(r, OUTAGE_MS));
-    const downAnswers = await pay(h, PAYERS[1], randomUUID());
-    // Reopened from disk: what was committed before the close is there, nothing else.
-    const reopened = await openDatabase(undefined, dataDir);
-    db.swap(reopened);
-    await new Promise((r) => setTimeout(r, 300));
-    endLoad();
-    const outcomes = await loadDone;
+  it(
+    'closed: clean 5xx within a bound and health 503; reopened: recovery without rebuilding the app, exactly once, audit clean',
+    async () => {
+      let endLoad = () => {};
+      const loadDone = load(h, new Promise<void>((resolve) => (endLoad = resolve)));
+      await new Promise((r) => setTimeout(r, 300));
+      await db.close();
+      const during = await h.app.inject({ method: 'GET', url: '/health' });
+      await new Promise((r) => setTimeout(r, OUTAGE_MS));
+      const downAnswers = await pay(h, PAYERS[1], randomUUID());
+      // Reopened from disk: what was committed before the close is there, nothing else.
+      const reopened = await openDatabase(undefined, dataDir);
+      db.swap(reopened);
+      await new Promise((r) => setTimeout(r, 300));
+      endLoad();
+      const outcomes = await loadDone;
 
-    expect(during.statusCode).toBe(503);
-    expect(during.json()).toEqual({ status: 'ko', message: 'Ledger unavailable' });
-    expect(downAnswers.status).toBe(500);
-    expect(downAnswers.body).toEqual({ error: 'INTERNAL_ERROR', message: expect.any(String) });
-    expect(outcomes.filter((o) => o.status >= 500).length, 'the outage was not felt').toBeGreaterThan(0);
-    expectCleanAnswers([...outcomes, downAnswers]);
-    await waitForRecovery(h);
-    await expectExactlyOnce(h, db, [...outcomes, downAnswers]);
-    await expectAuditClean(db);
-  }, PGLITE_SETUP_MS_MAX);
+      expect(during.statusCode).toBe(503);
+      expect(during.json()).toEqual({ status: 'ko', message: 'Ledger unavailable' });
+      expect(downAnswers.status).toBe(500);
+      expect(downAnswers.body).toEqual({ error: 'INTERNAL_ERROR', message: expect.any(String) });
+      expect(outcomes.filter((o) => o.status >= 500).length, 'the outage was not felt').toBeGreaterThan(0);
+      expectCleanAnswers([...outcomes, downAnswers]);
+      await waitForRecovery(h);
+      await expectExactlyOnce(h, db, [...outcomes, downAnswers]);
+      await expectAuditClean(db);
+    },
+    PGLITE_SETUP_MS_MAX,
+  );
 });

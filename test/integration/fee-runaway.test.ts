@@ -11,7 +11,8 @@ import { expectLedgerInvariants } from '../support/invariants.js';
  */
 
 /** Passes the admin trial run (no sizes in its sample metadata); one long built-in call per size in a request. */
-const COSTLY_RULE = "(metadata.sizes||[]).reduce((s,n)=>s+new Array(n).fill(0).length*0,0) >= 0 ? [{account: 'system.revenue.THB', amount: 1}] : []";
+const COSTLY_RULE =
+  "(metadata.sizes||[]).reduce((s,n)=>s+new Array(n).fill(0).length*0,0) >= 0 ? [{account: 'system.revenue.THB', amount: 1}] : []";
 /** About 1 KB of request: many seconds of QuickJS built-ins without the watchdog. */
 const HOSTILE_SIZES = Array.from({ length: 120 }, () => 1_000_000);
 const HEALTH_ANSWER_MS_MAX = 250;
@@ -93,9 +94,16 @@ describe('a runaway fee rule', () => {
   it('an invoice confirm it applies to is refused, moves nothing, and leaves the invoice to be confirmed later', async () => {
     const merchant = 7807;
     const payer = 7808;
-    await t.call('POST', '/accounts', { service: 'admin-tool', user: 0, body: { userId: merchant, currency: 'THB', entityType: 'merchant' } });
+    await t.call('POST', '/accounts', {
+      service: 'admin-tool',
+      user: 0,
+      body: { userId: merchant, currency: 'THB', entityType: 'merchant' },
+    });
     await t.call('POST', '/accounts', { user: payer, body: { userId: payer, currency: 'THB' } });
-    const topUp = await t.call('POST', '/intents', { user: payer, body: { idempotencyKey: crypto.randomUUID(), operationType: 'QP_TOPUP', amount: 5_000 } });
+    const topUp = await t.call('POST', '/intents', {
+      user: payer,
+      body: { idempotencyKey: crypto.randomUUID(), operationType: 'QP_TOPUP', amount: 5_000 },
+    });
     expect(topUp.statusCode, topUp.body).toBe(201);
     const stored = await t.call('POST', '/admin/fee-rules', {
       service: 'admin-tool',
@@ -104,7 +112,13 @@ describe('a runaway fee rule', () => {
     expect(stored.statusCode, stored.body).toBe(201);
     const issued = await t.call('POST', '/intents', {
       user: merchant,
-      body: { idempotencyKey: crypto.randomUUID(), operationType: 'INVOICE_PAYMENT', amount: 1_000, toLedgerAccountId: ledgerAccountId(`merchant.${merchant}.THB`), metadata: { sizes: HOSTILE_SIZES } },
+      body: {
+        idempotencyKey: crypto.randomUUID(),
+        operationType: 'INVOICE_PAYMENT',
+        amount: 1_000,
+        toLedgerAccountId: ledgerAccountId(`merchant.${merchant}.THB`),
+        metadata: { sizes: HOSTILE_SIZES },
+      },
     });
     expect(issued.statusCode, issued.body).toBe(201);
     const intentId = issued.json().intentId as string;

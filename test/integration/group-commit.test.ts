@@ -183,7 +183,7 @@ describe('a burst of payments committed together', () => {
     for (const recipient of RECIPIENTS.slice(0, 10)) expect(await balance(t, `user.${recipient}.THB`)).toBe(BigInt(AMOUNT + 7));
   });
 
-  it('a closing statement that fails (sent without waiting for it) takes the batch\'s money back with it; one by one, the others settle', async () => {
+  it("a closing statement that fails (sent without waiting for it) takes the batch's money back with it; one by one, the others settle", async () => {
     // A real database error in the last statement of the batch (the history rows), which is sent
     // without waiting and answered together with COMMIT: the reservations made earlier in the
     // same transaction must go with it.
@@ -224,7 +224,10 @@ describe('a burst of payments committed together', () => {
     const body = intentBody({ operationType: 'P2P_TRANSFER', amount: 10, recipientUserId: RECIPIENTS[1]! });
     const [first, second] = await Promise.all([
       t.call('POST', '/intents', { user: PAYERS[1]!, body }),
-      t.call('POST', '/intents', { user: PAYERS[2]!, body: intentBody({ operationType: 'P2P_TRANSFER', amount: 10, recipientUserId: RECIPIENTS[2]! }) }),
+      t.call('POST', '/intents', {
+        user: PAYERS[2]!,
+        body: intentBody({ operationType: 'P2P_TRANSFER', amount: 10, recipientUserId: RECIPIENTS[2]! }),
+      }),
     ]);
     expect(first.statusCode).toBe(201);
     expect(second.statusCode).toBe(201);

@@ -45,23 +45,43 @@ describe('error bodies', () => {
 
   it('answers 400 for malformed JSON, only after the signature is checked', async () => {
     const body = '{"userId": 77,';
-    const res = await t.app.inject({ method: 'POST', url: '/accounts', headers: { ...signed('POST', '/accounts', body), 'content-type': 'application/json' }, payload: body });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/accounts',
+      headers: { ...signed('POST', '/accounts', body), 'content-type': 'application/json' },
+      payload: body,
+    });
     expect(res.statusCode).toBe(400);
     expect(res.json()).toEqual({ error: 'BAD_REQUEST', message: 'request body is not valid JSON' });
-    const unsigned = await t.app.inject({ method: 'POST', url: '/accounts', headers: { 'content-type': 'application/json' }, payload: body });
+    const unsigned = await t.app.inject({
+      method: 'POST',
+      url: '/accounts',
+      headers: { 'content-type': 'application/json' },
+      payload: body,
+    });
     expect(unsigned.statusCode).toBe(401);
   });
 
   it('answers 415 for a content type other than JSON', async () => {
     const body = 'userId=77';
-    const res = await t.app.inject({ method: 'POST', url: '/accounts', headers: { ...signed('POST', '/accounts', body), 'content-type': 'application/x-www-form-urlencoded' }, payload: body });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/accounts',
+      headers: { ...signed('POST', '/accounts', body), 'content-type': 'application/x-www-form-urlencoded' },
+      payload: body,
+    });
     expect(res.statusCode).toBe(415);
     expect(res.json().error).toBe('UNSUPPORTED_MEDIA_TYPE');
   });
 
   it('answers 413 PAYLOAD_TOO_LARGE for a body over 64 KiB', async () => {
     const body = JSON.stringify({ userId: 77, currency: 'THB', pad: 'x'.repeat(70 * 1024) });
-    const res = await t.app.inject({ method: 'POST', url: '/accounts', headers: { ...signed('POST', '/accounts', body), 'content-type': 'application/json' }, payload: body });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/accounts',
+      headers: { ...signed('POST', '/accounts', body), 'content-type': 'application/json' },
+      payload: body,
+    });
     expect(res.statusCode).toBe(413);
     expect(res.json().error).toBe('PAYLOAD_TOO_LARGE');
   });

@@ -37,19 +37,42 @@ beforeAll(async () => {
 });
 afterAll(async () => t?.close());
 
-const p2p = (extra: Record<string, unknown> = {}) => ({ idempotencyKey: randomUUID(), operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: PAYEE, ...extra });
+const p2p = (extra: Record<string, unknown> = {}) => ({
+  idempotencyKey: randomUUID(),
+  operationType: 'P2P_TRANSFER',
+  amount: 100,
+  recipientUserId: PAYEE,
+  ...extra,
+});
 /** `levels` objects nested in one another around a string. */
 const nested = (levels: number): unknown => Array.from({ length: levels }).reduce<unknown>((inner) => ({ a: inner }), 'deep');
 
 /** Every table a refused request could have written to, the ledger's included. */
 async function rowCounts(): Promise<Record<string, bigint>> {
-  const tables = ['intents', 'intent_events', 'transactions', 'ledger_transfers', 'fee_rules', 'auth_policies', 'limit_rules', 'routes', 'service_keys', 'admin_changes'];
-  const { rows } = await t.db.query<Record<string, bigint>>(`SELECT ${tables.map((name) => `(SELECT count(*) FROM ${name})::bigint AS ${name}`).join(', ')}`);
+  const tables = [
+    'intents',
+    'intent_events',
+    'transactions',
+    'ledger_transfers',
+    'fee_rules',
+    'auth_policies',
+    'limit_rules',
+    'routes',
+    'service_keys',
+    'admin_changes',
+  ];
+  const { rows } = await t.db.query<Record<string, bigint>>(
+    `SELECT ${tables.map((name) => `(SELECT count(*) FROM ${name})::bigint AS ${name}`).join(', ')}`,
+  );
   return rows[0] ?? {};
 }
 
 /** The answer is the refusal named, and nothing anywhere changed. */
-async function expectRefused(send: () => Promise<LightMyRequestResponse>, status = 422, code = 'VALIDATION_ERROR'): Promise<LightMyRequestResponse> {
+async function expectRefused(
+  send: () => Promise<LightMyRequestResponse>,
+  status = 422,
+  code = 'VALIDATION_ERROR',
+): Promise<LightMyRequestResponse> {
   const before = await rowCounts();
   const res = await send();
   expect(res.statusCode, res.body).toBe(status);
@@ -68,27 +91,88 @@ describe('text PostgreSQL cannot store is 422 VALIDATION_ERROR wherever it is', 
     ['a surrogate in an array inside metadata', 'POST', '/intents', p2p({ metadata: { tags: ['vip', '\udfff'] } }), { user: PAYER }],
     ['a surrogate in a metadata key', 'POST', '/intents', p2p({ metadata: { '\ud83d': 1 } }), { user: PAYER }],
     ['NUL in a nested metadata key', 'POST', '/intents', p2p({ metadata: { a: { 'k\u0000': 1 } } }), { user: PAYER }],
-    ['a surrogate in quote metadata', 'POST', '/intents/quote', { operationType: 'P2P_TRANSFER', amount: 1, metadata: { note: '\ud800' } }, { user: PAYER }],
+    [
+      'a surrogate in quote metadata',
+      'POST',
+      '/intents/quote',
+      { operationType: 'P2P_TRANSFER', amount: 1, metadata: { note: '\ud800' } },
+      { user: PAYER },
+    ],
     ['NUL in a cancel reason', 'POST', `/intents/${intentId}/cancel`, { reason: '\u0000' }, { user: PAYER }],
-    ['a surrogate in a policy evaluation', 'POST', '/policies/evaluate', { userId: PAYER, amount: '1', currency: 'THB', channel: 'APP', appId: 'a\ud800', operationType: 'P2P_TRANSFER' }, { user: PAYER }],
+    [
+      'a surrogate in a policy evaluation',
+      'POST',
+      '/policies/evaluate',
+      { userId: PAYER, amount: '1', currency: 'THB', channel: 'APP', appId: 'a\ud800', operationType: 'P2P_TRANSFER' },
+      { user: PAYER },
+    ],
     [
       'a surrogate in a PSPX registration',
       'POST',
       '/accounts/register-ipps',
-      { externalUserId: 'e', customerEnglishName: 'A', senderTaxId: '1234567890123', senderAccountName: 'A', documentExpiry: '2030-01-01', dateOfBirth: '1990-01-01', phoneNumber: '0812345678', nationality: 'TH', address: 'Bangkok \udc00' },
+      {
+        externalUserId: 'e',
+        customerEnglishName: 'A',
+        senderTaxId: '1234567890123',
+        senderAccountName: 'A',
+        documentExpiry: '2030-01-01',
+        dateOfBirth: '1990-01-01',
+        phoneNumber: '0812345678',
+        nationality: 'TH',
+        address: 'Bangkok \udc00',
+      },
       { user: PAYER },
     ],
-    ['a surrogate in a fee expression', 'POST', '/admin/fee-rules', { name: 'n', operationType: 'P2P_TRANSFER', expression: "[] // '\ud800'" }, ADMIN],
-    ['NUL in a fee rule tag', 'POST', '/admin/fee-rules', { name: 'n', operationType: 'P2P_TRANSFER', expression: '[]', tagsInclude: ['\u0000'] }, ADMIN],
-    ['a surrogate in a dry-run expression', 'POST', '/admin/fee-rules/dry-run', { expression: "'\udfff'", context: { operationType: 'P2P_TRANSFER', amount: 1, currency: 'THB' } }, ADMIN],
-    ['a surrogate in a policy scope', 'POST', '/admin/auth-policies', { scope: 'app:\ud800', requiredStepUp: 'PIN', reasonCode: 'r' }, ADMIN],
-    ['NUL in a policy condition key', 'POST', '/admin/auth-policies', { scope: 'global', requiredStepUp: 'PIN', reasonCode: 'r', condition: { 'x\u0000': 1 } }, ADMIN],
-    ['a surrogate in a limit rule name', 'POST', '/admin/limit-rules', { name: '\udc00', direction: 'DEBIT', window: 'DAILY', limitType: 'COUNT', limit: 1 }, ADMIN],
+    [
+      'a surrogate in a fee expression',
+      'POST',
+      '/admin/fee-rules',
+      { name: 'n', operationType: 'P2P_TRANSFER', expression: "[] // '\ud800'" },
+      ADMIN,
+    ],
+    [
+      'NUL in a fee rule tag',
+      'POST',
+      '/admin/fee-rules',
+      { name: 'n', operationType: 'P2P_TRANSFER', expression: '[]', tagsInclude: ['\u0000'] },
+      ADMIN,
+    ],
+    [
+      'a surrogate in a dry-run expression',
+      'POST',
+      '/admin/fee-rules/dry-run',
+      { expression: "'\udfff'", context: { operationType: 'P2P_TRANSFER', amount: 1, currency: 'THB' } },
+      ADMIN,
+    ],
+    [
+      'a surrogate in a policy scope',
+      'POST',
+      '/admin/auth-policies',
+      { scope: 'app:\ud800', requiredStepUp: 'PIN', reasonCode: 'r' },
+      ADMIN,
+    ],
+    [
+      'NUL in a policy condition key',
+      'POST',
+      '/admin/auth-policies',
+      { scope: 'global', requiredStepUp: 'PIN', reasonCode: 'r', condition: { 'x\u0000': 1 } },
+      ADMIN,
+    ],
+    [
+      'a surrogate in a limit rule name',
+      'POST',
+      '/admin/limit-rules',
+      { name: '\udc00', direction: 'DEBIT', window: 'DAILY', limitType: 'COUNT', limit: 1 },
+      ADMIN,
+    ],
     [
       'a surrogate in a service key permission (was a 500)',
       'POST',
       '/admin/service-keys',
-      { serviceId: 'hostile', permissions: { allowedOperationTypes: [], toAccountOverride: { allowedTypes: ['USER_WALLET'], namePattern: '\ud800' } } },
+      {
+        serviceId: 'hostile',
+        permissions: { allowedOperationTypes: [], toAccountOverride: { allowedTypes: ['USER_WALLET'], namePattern: '\ud800' } },
+      },
       ADMIN,
     ],
     ['a surrogate in a resolve reason', 'POST', `/admin/intents/${intentId}/resolve`, { resolution: 'FAILED', reason: '\ud800' }, ADMIN],
@@ -109,7 +193,11 @@ describe('text PostgreSQL cannot store is 422 VALIDATION_ERROR wherever it is', 
 
   it('a confirm answers its schema status, 400 VALIDATION_ERROR, for the same text', async () => {
     await expectRefused(
-      () => t.call('POST', `/intents/${randomUUID()}/confirm`, { user: PAYER, body: { payerLedgerAccountId: '\ud800', payerUserId: PAYER, idempotencyKey: randomUUID() } }),
+      () =>
+        t.call('POST', `/intents/${randomUUID()}/confirm`, {
+          user: PAYER,
+          body: { payerLedgerAccountId: '\ud800', payerUserId: PAYER, idempotencyKey: randomUUID() },
+        }),
       400,
     );
   });
@@ -124,7 +212,9 @@ describe('text PostgreSQL cannot store is 422 VALIDATION_ERROR wherever it is', 
     const comment = 'ภาษาไทย 🙂 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 \u202e';
     const res = await t.call('POST', '/intents', { user: PAYER, body: p2p({ comment, metadata: { '🙂': ['ok'] } }) });
     expect(res.statusCode, res.body).toBe(201);
-    const { rows } = await t.db.query<{ comment: string; metadata: unknown }>('SELECT comment, metadata FROM intents WHERE id = $1', [res.json().intentId]);
+    const { rows } = await t.db.query<{ comment: string; metadata: unknown }>('SELECT comment, metadata FROM intents WHERE id = $1', [
+      res.json().intentId,
+    ]);
     expect(rows[0]).toEqual({ comment, metadata: { '🙂': ['ok'] } });
     await expectLedgerInvariants(t.db);
   });
@@ -145,11 +235,21 @@ describe('JSON deeper than 32 levels, or with a number JSON cannot write back, i
   });
 
   it('deep policy conditions, dry-run metadata and quote metadata are refused too', async () => {
-    await expectRefused(() => t.call('POST', '/admin/auth-policies', { ...ADMIN, body: { scope: 'global', requiredStepUp: 'PIN', reasonCode: 'r', condition: { x: nested(40) } } }));
     await expectRefused(() =>
-      t.call('POST', '/admin/fee-rules/dry-run', { ...ADMIN, body: { expression: '[]', context: { operationType: 'P2P_TRANSFER', amount: 1, currency: 'THB', metadata: nested(40) } } }),
+      t.call('POST', '/admin/auth-policies', {
+        ...ADMIN,
+        body: { scope: 'global', requiredStepUp: 'PIN', reasonCode: 'r', condition: { x: nested(40) } },
+      }),
     );
-    const quote = await expectRefused(() => t.call('POST', '/intents/quote', { user: PAYER, body: { operationType: 'P2P_TRANSFER', amount: 1, metadata: nested(40) } }));
+    await expectRefused(() =>
+      t.call('POST', '/admin/fee-rules/dry-run', {
+        ...ADMIN,
+        body: { expression: '[]', context: { operationType: 'P2P_TRANSFER', amount: 1, currency: 'THB', metadata: nested(40) } },
+      }),
+    );
+    const quote = await expectRefused(() =>
+      t.call('POST', '/intents/quote', { user: PAYER, body: { operationType: 'P2P_TRANSFER', amount: 1, metadata: nested(40) } }),
+    );
     expect(quote.json().details).toEqual([expect.stringMatching(/^body\.metadata(\.a)+: must not nest deeper than 32 levels$/)]);
   });
 
@@ -191,7 +291,10 @@ describe('numbers and instants out of range in paths and queries are 422 VALIDAT
   });
 
   it('the edges of the range still answer', async () => {
-    for (const path of ['/admin/intents?createdFrom=0001-01-01T00:00:00Z&createdTo=9999-12-31T23:59:59.999Z', '/admin/audit?since=9999-12-31T23:59:59Z']) {
+    for (const path of [
+      '/admin/intents?createdFrom=0001-01-01T00:00:00Z&createdTo=9999-12-31T23:59:59.999Z',
+      '/admin/audit?since=9999-12-31T23:59:59Z',
+    ]) {
       const res = await t.call('GET', path, ADMIN);
       expect(res.statusCode, res.body).toBe(200);
     }
@@ -206,7 +309,13 @@ describe('an id PostgreSQL cannot read as a uuid is a schema error', () => {
     ['GET', `/admin/intents/${urn}`, ADMIN, undefined, 422],
     ['POST', `/admin/intents/${urn}/resolve`, ADMIN, { resolution: 'FAILED' }, 422],
     ['POST', `/intents/${urn}/cancel`, { user: PAYER }, {}, 422],
-    ['POST', `/intents/${urn}/confirm`, { user: PAYER }, { payerLedgerAccountId: ledgerAccountId(`user.${PAYER}.THB`), payerUserId: PAYER, idempotencyKey: randomUUID() }, 400],
+    [
+      'POST',
+      `/intents/${urn}/confirm`,
+      { user: PAYER },
+      { payerLedgerAccountId: ledgerAccountId(`user.${PAYER}.THB`), payerUserId: PAYER, idempotencyKey: randomUUID() },
+      400,
+    ],
   ] as const)('%s %s (the URN form was a 500)', async (method, path, who, body, status) => {
     await expectRefused(() => t.call(method, path, { ...who, ...(body === undefined ? {} : { body }) }), status);
   });
@@ -220,7 +329,10 @@ describe('the headers that reach SQL are read into integers first', () => {
 
   it.each(['2147483648', 'W/"9223372036854775808"', '-1', '1e3'])('If-Match %s on a confirm', async (ifMatch) => {
     const body = { payerLedgerAccountId: ledgerAccountId(`user.${PAYER}.THB`), payerUserId: PAYER, idempotencyKey: randomUUID() };
-    await expectRefused(() => t.call('POST', `/intents/${randomUUID()}/confirm`, { user: PAYER, body, headers: { 'if-match': ifMatch } }), 400);
+    await expectRefused(
+      () => t.call('POST', `/intents/${randomUUID()}/confirm`, { user: PAYER, body, headers: { 'if-match': ifMatch } }),
+      400,
+    );
   });
 });
 
@@ -238,7 +350,7 @@ describe('a listing cursor the service did not issue is 422 VALIDATION_ERROR', (
     ['an upper-case id', cursorOf(`${now}.${id.toUpperCase()}`)],
     ['text after the id', cursorOf(`${now}.${id}x`)],
     ['padding', `${cursorOf(`${now}.${id}`)}=`],
-    ['the base64 alphabet instead of base64url', cursorOf(`${now}.${id}`).replaceAll('_', '/').replaceAll('-', '+') + '+'],
+    ['the base64 alphabet instead of base64url', `${cursorOf(`${now}.${id}`).replaceAll('_', '/').replaceAll('-', '+')}+`],
     ['garbage', 'not-a-cursor'],
   ])('%s', async (_label, cursor) => {
     await expectRefused(() => t.call('GET', `/admin/intents?cursor=${encodeURIComponent(cursor)}`, ADMIN));
@@ -252,7 +364,11 @@ describe('a listing cursor the service did not issue is 422 VALIDATION_ERROR', (
     const seen: string[] = [];
     let cursor: string | null = null;
     do {
-      const page: LightMyRequestResponse = await t.call('GET', `/admin/intents?limit=2${cursor === null ? '' : `&cursor=${cursor}`}`, ADMIN);
+      const page: LightMyRequestResponse = await t.call(
+        'GET',
+        `/admin/intents?limit=2${cursor === null ? '' : `&cursor=${cursor}`}`,
+        ADMIN,
+      );
       expect(page.statusCode, page.body).toBe(200);
       seen.push(...(page.json().intents as Array<{ intentId: string }>).map((intent) => intent.intentId));
       cursor = page.json().nextCursor as string | null;
@@ -280,13 +396,21 @@ describe('toLedgerAccountId names only a user, merchant or agent wallet', () => 
   });
 
   it('an invoice to a transit account is refused the same way', async () => {
-    const body = { idempotencyKey: randomUUID(), operationType: 'INVOICE_PAYMENT', amount: 500, toLedgerAccountId: ledgerAccountId('system.transit.MERCHANT_INVOICE.THB') };
+    const body = {
+      idempotencyKey: randomUUID(),
+      operationType: 'INVOICE_PAYMENT',
+      amount: 500,
+      toLedgerAccountId: ledgerAccountId('system.transit.MERCHANT_INVOICE.THB'),
+    };
     await expectRefused(() => t.call('POST', '/intents', { user: MERCHANT, body }), 403, 'FORBIDDEN');
   });
 
   it.each([`user.${PAYEE}.THB`, `merchant.${MERCHANT}.THB`, `agent.${AGENT}.THB`])('%s still receives', async (target) => {
     const before = await balance(t, target);
-    const res = await t.call('POST', '/intents', { user: PAYER, body: { idempotencyKey: randomUUID(), operationType: 'P2P_TRANSFER', amount: 250, toLedgerAccountId: ledgerAccountId(target) } });
+    const res = await t.call('POST', '/intents', {
+      user: PAYER,
+      body: { idempotencyKey: randomUUID(), operationType: 'P2P_TRANSFER', amount: 250, toLedgerAccountId: ledgerAccountId(target) },
+    });
     expect(res.statusCode, res.body).toBe(201);
     expect(res.json().status).toBe('SETTLED');
     expect(await balance(t, target)).toBe(before + 250n);

@@ -22,7 +22,10 @@ const faulty = (inner: Ledger): Ledger => ({
 const logLines: Array<Record<string, unknown>> = [];
 let t: TestApp;
 beforeAll(async () => {
-  t = await startTestApp({ wrapLedger: faulty, logStream: { write: (line) => void logLines.push(JSON.parse(line) as Record<string, unknown>) } });
+  t = await startTestApp({
+    wrapLedger: faulty,
+    logStream: { write: (line) => void logLines.push(JSON.parse(line) as Record<string, unknown>) },
+  });
   await createUser(t, 1);
   await createUser(t, 2);
   await topUp(t, 1, 10_000);
@@ -53,7 +56,10 @@ describe('a settlement the ledger refuses', () => {
   });
 
   it('the next payment settles normally', async () => {
-    const res = await t.call('POST', '/intents', { user: 1, body: intentBody({ operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: 2 }) });
+    const res = await t.call('POST', '/intents', {
+      user: 1,
+      body: intentBody({ operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: 2 }),
+    });
     expect(res.json().status).toBe('SETTLED');
     await expectLedgerInvariants(t.db);
   });
@@ -61,12 +67,18 @@ describe('a settlement the ledger refuses', () => {
 
 describe('logs', () => {
   it('carry the intent id as traceId on payment lines, and never a secret or a signature', async () => {
-    const res = await t.call('POST', '/intents', { user: 1, body: intentBody({ operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: 2 }) });
+    const res = await t.call('POST', '/intents', {
+      user: 1,
+      body: intentBody({ operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: 2 }),
+    });
     const { intentId } = res.json();
     const mine = logLines.filter((line) => line.traceId === intentId);
     expect(mine.map((line) => line.msg)).toEqual(expect.arrayContaining(['intent created', 'request completed']));
     // One access line per request, on completion, naming the request.
-    expect(mine.find((line) => line.msg === 'request completed')).toMatchObject({ req: { method: 'POST', url: '/intents' }, res: { statusCode: 201 } });
+    expect(mine.find((line) => line.msg === 'request completed')).toMatchObject({
+      req: { method: 'POST', url: '/intents' },
+      res: { statusCode: 201 },
+    });
     expect(logLines.filter((line) => line.msg === 'incoming request')).toEqual([]);
     const text = JSON.stringify(logLines);
     for (const secret of Object.values(t.config.file.secrets).flat()) expect(text).not.toContain(secret);

@@ -12,10 +12,34 @@ beforeAll(async () => {
       ...file,
       limitRules: [],
       feeRules: [
-        { name: 'p2p flat', operationType: 'P2P_TRANSFER', expression: "[{account: 'system.revenue.THB', amount: 100}]", timing: 'PRE', tagsExclude: ['fee_exempt'] },
-        { name: 'p2p percent', operationType: 'P2P_TRANSFER', expression: "[{account: 'system.revenue.THB', amount: amount * 0.015}]", timing: 'POST', tagsExclude: ['fee_exempt'] },
-        { name: 'vip surcharge', operationType: 'P2P_TRANSFER', expression: "[{account: 'system.revenue.THB', amount: 10.6}, {account: 'system.revenue.THB', amount: 10.6}]", timing: 'PRE', tagsInclude: ['vip'], priority: 5 },
-        { name: 'partner split', operationType: 'MINIAPP_CHARGE', expression: "[{account: 'system.revenue.THB', amount: 30}, {account: 'system.nostro.bank.THB', amount: 20}]", timing: 'POST' },
+        {
+          name: 'p2p flat',
+          operationType: 'P2P_TRANSFER',
+          expression: "[{account: 'system.revenue.THB', amount: 100}]",
+          timing: 'PRE',
+          tagsExclude: ['fee_exempt'],
+        },
+        {
+          name: 'p2p percent',
+          operationType: 'P2P_TRANSFER',
+          expression: "[{account: 'system.revenue.THB', amount: amount * 0.015}]",
+          timing: 'POST',
+          tagsExclude: ['fee_exempt'],
+        },
+        {
+          name: 'vip surcharge',
+          operationType: 'P2P_TRANSFER',
+          expression: "[{account: 'system.revenue.THB', amount: 10.6}, {account: 'system.revenue.THB', amount: 10.6}]",
+          timing: 'PRE',
+          tagsInclude: ['vip'],
+          priority: 5,
+        },
+        {
+          name: 'partner split',
+          operationType: 'MINIAPP_CHARGE',
+          expression: "[{account: 'system.revenue.THB', amount: 30}, {account: 'system.nostro.bank.THB', amount: 20}]",
+          timing: 'POST',
+        },
       ],
     },
   });
@@ -74,7 +98,10 @@ describe('fees on settled intents', () => {
   it('splits to several accounts, summed per account', async () => {
     await topUp(t, 3, 10_000);
     const delta = await moved(async () => {
-      const res = await t.call('POST', '/intents', { user: 2, body: intentBody({ operationType: 'MINIAPP_CHARGE', amount: 1_000, metadata: { customerUserId: 1 } }) });
+      const res = await t.call('POST', '/intents', {
+        user: 2,
+        body: intentBody({ operationType: 'MINIAPP_CHARGE', amount: 1_000, metadata: { customerUserId: 1 } }),
+      });
       expect(res.json()).toMatchObject({ status: 'SETTLED', preFeeAmount: '0', postFeeAmount: '50' });
     });
     expect(delta).toMatchObject({ 'user.1.THB': -1_000n, 'user.2.THB': 950n, 'system.revenue.THB': 30n, 'system.nostro.bank.THB': 20n });
@@ -83,7 +110,10 @@ describe('fees on settled intents', () => {
   it('a PRE fee counts towards the funds check', async () => {
     await topUp(t, 3, 0 + 1);
     const { balance } = (await t.call('GET', '/accounts/user.3.THB/balance')).json();
-    const res = await t.call('POST', '/intents', { user: 3, body: intentBody({ operationType: 'P2P_TRANSFER', amount: Number(balance), recipientUserId: 2 }) });
+    const res = await t.call('POST', '/intents', {
+      user: 3,
+      body: intentBody({ operationType: 'P2P_TRANSFER', amount: Number(balance), recipientUserId: 2 }),
+    });
     expect(res.statusCode).toBe(422);
     expect(res.json().error).toBe('INSUFFICIENT_FUNDS');
   });
@@ -92,7 +122,9 @@ describe('fees on settled intents', () => {
 describe('quote', () => {
   it('previews the PRE fee without writing', async () => {
     const { rows: before } = await t.db.query<{ n: bigint }>('SELECT count(*) AS n FROM intents');
-    const res = await t.call('POST', '/intents/quote', { body: { operationType: 'P2P_TRANSFER', amount: 2_000, metadata: { tags: ['vip'] } } });
+    const res = await t.call('POST', '/intents/quote', {
+      body: { operationType: 'P2P_TRANSFER', amount: 2_000, metadata: { tags: ['vip'] } },
+    });
     expect(res.statusCode).toBe(200);
     expect(res.json()).toEqual({ fee: '120', totalCharge: '2120', breakdown: [{ account: 'system.revenue.THB', amount: '120' }] });
     const { rows: after } = await t.db.query<{ n: bigint }>('SELECT count(*) AS n FROM intents');
@@ -100,7 +132,11 @@ describe('quote', () => {
   });
 
   it('refuses NFC_CHARGE and bad bodies with {error, details}', async () => {
-    for (const body of [{ operationType: 'NFC_CHARGE', amount: 1 }, { operationType: 'P2P_TRANSFER', amount: 0 }, { operationType: 'P2P_TRANSFER' }]) {
+    for (const body of [
+      { operationType: 'NFC_CHARGE', amount: 1 },
+      { operationType: 'P2P_TRANSFER', amount: 0 },
+      { operationType: 'P2P_TRANSFER' },
+    ]) {
       const res = await t.call('POST', '/intents/quote', { body });
       expect(res.statusCode).toBe(422);
       expect(res.json()).toEqual({ error: 'VALIDATION_ERROR', details: expect.arrayContaining([expect.stringMatching(/^body/)]) });
@@ -109,17 +145,23 @@ describe('quote', () => {
 });
 
 describe('fee rule dry-run', () => {
-  const dryRun = (expression: string, context: Record<string, unknown> = { operationType: 'P2P_TRANSFER', amount: 10_000, currency: 'THB', metadata: {} }) =>
+  const dryRun = (
+    expression: string,
+    context: Record<string, unknown> = { operationType: 'P2P_TRANSFER', amount: 10_000, currency: 'THB', metadata: {} },
+  ) =>
     // Signed afresh each time (nonce): the same signed admin write twice would be a replay (docs/SECURITY.md §3).
     t.call('POST', '/admin/fee-rules/dry-run', { service: 'admin-tool', scheme: 'message', body: { expression, context } });
 
   it('returns splits summed per account and the total', async () => {
-    const res = await dryRun("[{account: 'system.revenue.THB', amount: amount / 3}, {account: 'system.revenue.THB', amount: 1}, {account: 'x', amount: metadata.tags.length}]", {
-      operationType: 'P2P_TRANSFER',
-      amount: 10_000,
-      currency: 'THB',
-      metadata: { tags: ['a', 'b'] },
-    });
+    const res = await dryRun(
+      "[{account: 'system.revenue.THB', amount: amount / 3}, {account: 'system.revenue.THB', amount: 1}, {account: 'x', amount: metadata.tags.length}]",
+      {
+        operationType: 'P2P_TRANSFER',
+        amount: 10_000,
+        currency: 'THB',
+        metadata: { tags: ['a', 'b'] },
+      },
+    );
     expect(res.statusCode).toBe(200);
     expect(res.json()).toEqual({
       splits: [
@@ -152,7 +194,13 @@ describe('fee rule dry-run', () => {
   });
 
   it('needs an admin key', async () => {
-    expect((await t.call('POST', '/admin/fee-rules/dry-run', { body: { expression: '[]', context: { operationType: 'X', amount: 1, currency: 'THB' } } })).statusCode).toBe(403);
+    expect(
+      (
+        await t.call('POST', '/admin/fee-rules/dry-run', {
+          body: { expression: '[]', context: { operationType: 'X', amount: 1, currency: 'THB' } },
+        })
+      ).statusCode,
+    ).toBe(403);
   });
 });
 

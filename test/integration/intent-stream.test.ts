@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Broker, createBroker, createMemoryBroker } from '../../src/adapters/broker.js';
@@ -58,7 +57,12 @@ const waitUntil = async (condition: () => boolean, timeoutMs = 5_000) => {
 };
 
 /** Reads a text/event-stream over a real socket, as a browser's EventSource would. */
-async function openSse(base: string, path: string, secrets: ReadonlyMap<string, readonly string[]>, service = 'wallet-api'): Promise<SseClient> {
+async function openSse(
+  base: string,
+  path: string,
+  secrets: ReadonlyMap<string, readonly string[]>,
+  service = 'wallet-api',
+): Promise<SseClient> {
   const controller = new AbortController();
   const headers = signedHeaders(service, secrets.get(service)?.[0] ?? '', 'GET', path, '');
   const response = await fetch(base + path, { headers, signal: controller.signal });
@@ -80,7 +84,11 @@ async function openSse(base: string, path: string, secrets: ReadonlyMap<string, 
           buffer = buffer.slice(end + 2);
           if (block.startsWith(':')) comments.push(block.slice(1).trim());
           else {
-            const field = (name: string) => block.split('\n').find((line) => line.startsWith(`${name}: `))?.slice(name.length + 2) ?? '';
+            const field = (name: string) =>
+              block
+                .split('\n')
+                .find((line) => line.startsWith(`${name}: `))
+                ?.slice(name.length + 2) ?? '';
             events.push({ event: field('event'), data: JSON.parse(field('data')) as SseEvent['data'] });
           }
         }
@@ -91,7 +99,11 @@ async function openSse(base: string, path: string, secrets: ReadonlyMap<string, 
       ended = true;
     }
   };
-  const ended$ = response.ok ? read() : response.text().then(() => { ended = true; });
+  const ended$ = response.ok
+    ? read()
+    : response.text().then(() => {
+        ended = true;
+      });
   return {
     status: response.status,
     contentType: response.headers.get('content-type'),
@@ -113,7 +125,12 @@ let base: string;
 async function issueInvoice(): Promise<string> {
   const res = await t.call('POST', '/intents', {
     user: MERCHANT,
-    body: intentBody({ operationType: 'INVOICE_PAYMENT', amount: 1_000, toLedgerAccountId: ledgerAccountId(`merchant.${MERCHANT}.THB`), live: true }),
+    body: intentBody({
+      operationType: 'INVOICE_PAYMENT',
+      amount: 1_000,
+      toLedgerAccountId: ledgerAccountId(`merchant.${MERCHANT}.THB`),
+      live: true,
+    }),
   });
   expect(res.statusCode, res.body).toBe(201);
   return res.json().intentId as string;
@@ -161,7 +178,10 @@ describe('GET /intents/{id}/stream', () => {
   });
 
   it('a client that subscribes after the end learns the final status and the stream closes at once', async () => {
-    const res = await t.call('POST', '/intents', { user: 1, body: intentBody({ operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: 2, live: true }) });
+    const res = await t.call('POST', '/intents', {
+      user: 1,
+      body: intentBody({ operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: 2, live: true }),
+    });
     const { intentId } = res.json();
     const client = await openSse(base, `/intents/${intentId}/stream`, t.secrets);
     await client.ended;
@@ -173,7 +193,8 @@ describe('GET /intents/{id}/stream', () => {
     const intentId = await issueInvoice();
     const client = await openSse(base, `/intents/${intentId}/stream`, t.secrets);
     await waitUntil(() => client.events.length === 1);
-    const send = (message: unknown) => t.broker.publish(intentChannel(intentId), typeof message === 'string' ? message : JSON.stringify(message));
+    const send = (message: unknown) =>
+      t.broker.publish(intentChannel(intentId), typeof message === 'string' ? message : JSON.stringify(message));
     const updatedAt = new Date().toISOString();
     await send({ intentId, status: 'CREATED', updatedAt });
     await send('not json');
@@ -206,7 +227,9 @@ describe('GET /intents/{id}/stream', () => {
   });
 
   it('is documented in OpenAPI as text/event-stream', () => {
-    const doc = t.app.swagger() as { paths: Record<string, { get?: { responses: Record<string, { content?: Record<string, unknown> }> } }> };
+    const doc = t.app.swagger() as {
+      paths: Record<string, { get?: { responses: Record<string, { content?: Record<string, unknown> }> } }>;
+    };
     expect(Object.keys(doc.paths['/intents/{id}/stream']?.get?.responses['200']?.content ?? {})).toEqual(['text/event-stream']);
   });
 });
@@ -288,14 +311,24 @@ describe('across two instances', () => {
   it('a stream on one instance sees a transition made on the other', async () => {
     const created = await first.call('POST', '/intents', {
       user: MERCHANT,
-      body: intentBody({ operationType: 'INVOICE_PAYMENT', amount: 500, toLedgerAccountId: ledgerAccountId(`merchant.${MERCHANT}.THB`), live: true }),
+      body: intentBody({
+        operationType: 'INVOICE_PAYMENT',
+        amount: 500,
+        toLedgerAccountId: ledgerAccountId(`merchant.${MERCHANT}.THB`),
+        live: true,
+      }),
     });
     const { intentId } = created.json();
     const client = await openSse(secondBase, `/intents/${intentId}/stream`, first.secrets);
     await waitUntil(() => client.events.length === 1);
     const res = await fetch(`${firstBase}/intents/${intentId}/cancel`, {
       method: 'POST',
-      headers: { ...signedHeaders('wallet-api', first.secrets.get('wallet-api')?.[0] ?? '', 'POST', `/intents/${intentId}/cancel`, '{}', { userId: MERCHANT }), 'content-type': 'application/json' },
+      headers: {
+        ...signedHeaders('wallet-api', first.secrets.get('wallet-api')?.[0] ?? '', 'POST', `/intents/${intentId}/cancel`, '{}', {
+          userId: MERCHANT,
+        }),
+        'content-type': 'application/json',
+      },
       body: '{}',
     });
     expect(res.status).toBe(200);

@@ -26,19 +26,28 @@ afterAll(async () => t?.close());
 async function invoice(): Promise<string> {
   const res = await t.call('POST', '/intents', {
     user: MERCHANT,
-    body: { idempotencyKey: randomUUID(), operationType: 'INVOICE_PAYMENT', amount: 700, toLedgerAccountId: ledgerAccountId(`merchant.${MERCHANT}.THB`) },
+    body: {
+      idempotencyKey: randomUUID(),
+      operationType: 'INVOICE_PAYMENT',
+      amount: 700,
+      toLedgerAccountId: ledgerAccountId(`merchant.${MERCHANT}.THB`),
+    },
   });
   expect(res.statusCode, res.body).toBe(201);
   return res.json().intentId as string;
 }
 
-const statusOf = async (id: string) => (await t.db.query<{ status: string; psp_state: string | null }>('SELECT status, psp_state FROM intents WHERE id = $1', [id])).rows[0];
-const openJobs = async (id: string) => Number((await t.db.query<{ n: bigint }>('SELECT count(*) AS n FROM outbox WHERE intent_id = $1', [id])).rows[0]?.n);
+const statusOf = async (id: string) =>
+  (await t.db.query<{ status: string; psp_state: string | null }>('SELECT status, psp_state FROM intents WHERE id = $1', [id])).rows[0];
+const openJobs = async (id: string) =>
+  Number((await t.db.query<{ n: bigint }>('SELECT count(*) AS n FROM outbox WHERE intent_id = $1', [id])).rows[0]?.n);
 
 describe('moveIntent', () => {
-  it('moves along the table, with its event, in the caller\'s transaction', async () => {
+  it("moves along the table, with its event, in the caller's transaction", async () => {
     const id = await invoice();
-    const moved = await t.db.transaction((tx) => moveIntent(tx, id, { from: 'CREATED', to: 'CANCELED', reason: 'test', changes: { cancelReason: 'test' } }));
+    const moved = await t.db.transaction((tx) =>
+      moveIntent(tx, id, { from: 'CREATED', to: 'CANCELED', reason: 'test', changes: { cancelReason: 'test' } }),
+    );
     expect(moved).toMatchObject({ id, status: 'CANCELED', cancelReason: 'test' });
     expect(await trailOf(t, id)).toEqual([
       [null, 'CREATED'],
@@ -48,10 +57,26 @@ describe('moveIntent', () => {
 
   it.each([
     ['a step the table does not have', { from: 'CREATED', to: 'SETTLED' }],
-    ['a trail that skips a step', { from: 'CREATED', to: 'SETTLED', trail: [{ from: 'CREATED', to: 'VALIDATED' }, { from: 'AUTHORIZED', to: 'SETTLED' }] }],
+    [
+      'a trail that skips a step',
+      {
+        from: 'CREATED',
+        to: 'SETTLED',
+        trail: [
+          { from: 'CREATED', to: 'VALIDATED' },
+          { from: 'AUTHORIZED', to: 'SETTLED' },
+        ],
+      },
+    ],
     ['a trail that ends elsewhere', { from: 'CREATED', to: 'SETTLED', trail: [{ from: 'CREATED', to: 'VALIDATED' }] }],
-    ['a sub-state move the table does not have', { from: 'AUTHORIZED', to: 'AUTHORIZED', subState: { from: 'NEW', to: 'CONFIRMED', leaseOwner: randomUUID(), leaseMs: 1000 } }],
-    ['a sub-state move that would move the intent elsewhere', { from: 'AUTHORIZED', to: 'SETTLED', subState: { from: 'INQUIRING', to: 'MANUAL_REVIEW', leaseOwner: randomUUID(), leaseMs: 1000 } }],
+    [
+      'a sub-state move the table does not have',
+      { from: 'AUTHORIZED', to: 'AUTHORIZED', subState: { from: 'NEW', to: 'CONFIRMED', leaseOwner: randomUUID(), leaseMs: 1000 } },
+    ],
+    [
+      'a sub-state move that would move the intent elsewhere',
+      { from: 'AUTHORIZED', to: 'SETTLED', subState: { from: 'INQUIRING', to: 'MANUAL_REVIEW', leaseOwner: randomUUID(), leaseMs: 1000 } },
+    ],
   ] as const)('refuses %s and writes nothing', async (_, move) => {
     const id = await invoice();
     await expect(t.db.transaction((tx) => moveIntent(tx, id, move))).rejects.toThrow(/transition table|trail|moves the intent/);
@@ -63,7 +88,12 @@ describe('moveIntent', () => {
     const id = await invoice();
     await t.db.transaction((tx) => moveIntent(tx, id, { from: 'CREATED', to: 'EXPIRED' }));
     const lost = await t.db.transaction((tx) =>
-      moveIntent(tx, id, { from: 'CREATED', to: 'CANCELED', changes: { cancelReason: 'late' }, job: { kind: 'void_pending', payload: { reason: 'late' } } }),
+      moveIntent(tx, id, {
+        from: 'CREATED',
+        to: 'CANCELED',
+        changes: { cancelReason: 'late' },
+        job: { kind: 'void_pending', payload: { reason: 'late' } },
+      }),
     );
     expect(lost).toBeNull();
     expect(await statusOf(id)).toEqual({ status: 'EXPIRED', psp_state: null });
@@ -76,7 +106,9 @@ describe('moveIntent', () => {
 
   it('answers null when a condition does not hold: an invoice still open is not expired', async () => {
     const id = await invoice();
-    expect(await t.db.transaction((tx) => moveIntent(tx, id, { from: 'CREATED', to: 'EXPIRED', conditions: { expiredInvoice: true } }))).toBeNull();
+    expect(
+      await t.db.transaction((tx) => moveIntent(tx, id, { from: 'CREATED', to: 'EXPIRED', conditions: { expiredInvoice: true } })),
+    ).toBeNull();
     expect(await trailOf(t, id)).toEqual([[null, 'CREATED']]);
   });
 
@@ -94,7 +126,9 @@ describe('one writer', () => {
   it('no file but the writer and group commit updates the intents table', () => {
     const root = join(import.meta.dirname, '../../src');
     const files = (dir: string): string[] =>
-      readdirSync(dir, { withFileTypes: true }).flatMap((entry) => (entry.isDirectory() ? files(join(dir, entry.name)) : [join(dir, entry.name)]));
+      readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+        entry.isDirectory() ? files(join(dir, entry.name)) : [join(dir, entry.name)],
+      );
     const writers = files(root)
       .filter((file) => /update\s+intents\b/i.test(readFileSync(file, 'utf8')))
       .map((file) => relative(root, file))

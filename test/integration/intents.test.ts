@@ -77,7 +77,10 @@ describe('the single-phase operation types settle synchronously with exact balan
     const ledgerId = (await t.call('POST', '/accounts', { user: 4, body: { userId: 4, currency: 'THB' } })).json().ledgerAccountId;
     const res = await post(intentBody({ operationType: 'P2P_TRANSFER', amount: 100, toLedgerAccountId: ledgerId }));
     expect(res.statusCode).toBe(201);
-    expect((await t.call('GET', `/intents/${res.json().intentId}`)).json()).toMatchObject({ fromAccount: 'user.1.THB', toAccount: 'user.4.THB' });
+    expect((await t.call('GET', `/intents/${res.json().intentId}`)).json()).toMatchObject({
+      fromAccount: 'user.1.THB',
+      toAccount: 'user.4.THB',
+    });
   });
 
   it('WITHDRAWAL: user → PSPX nostro, with the shipped PRE fee of 1000 to revenue', async () => {
@@ -106,25 +109,40 @@ describe('the single-phase operation types settle synchronously with exact balan
   });
 
   it('MINIAPP_CREDIT: merchant → customer', async () => {
-    const res = await post(intentBody({ operationType: 'MINIAPP_CREDIT', amount: 200, metadata: { customerUserId: 2, merchantId: 50 } }), { user: 50 });
+    const res = await post(intentBody({ operationType: 'MINIAPP_CREDIT', amount: 200, metadata: { customerUserId: 2, merchantId: 50 } }), {
+      user: 50,
+    });
     expect(res.statusCode).toBe(201);
     expect(await balances(t, ['user.50.THB'])).toEqual({ 'user.50.THB': '500' });
   });
 
   it('ADMIN_TRANSFER: both accounts from overrides, channel ADMIN', async () => {
     const res = await post(
-      intentBody({ operationType: 'ADMIN_TRANSFER', amount: 30_000, fromAccountName: 'system.equity.THB', toAccountName: 'service.900001.THB' }),
+      intentBody({
+        operationType: 'ADMIN_TRANSFER',
+        amount: 30_000,
+        fromAccountName: 'system.equity.THB',
+        toAccountName: 'service.900001.THB',
+      }),
       { service: 'admin-panel', user: 0 },
     );
     expect(res.statusCode, res.body).toBe(201);
     expect(res.json()).toMatchObject({ status: 'SETTLED', channel: 'ADMIN' });
-    expect(await balances(t, ['service.900001.THB', 'system.equity.THB'])).toEqual({ 'service.900001.THB': '30000', 'system.equity.THB': '-30000' });
+    expect(await balances(t, ['service.900001.THB', 'system.equity.THB'])).toEqual({
+      'service.900001.THB': '30000',
+      'system.equity.THB': '-30000',
+    });
     await expectSettledTrail(res.json().intentId, 'admin-panel');
   });
 
   it('SERVICE_DEPOSIT: service account → metadata.recipientUserId', async () => {
     const res = await post(
-      intentBody({ operationType: 'SERVICE_DEPOSIT', amount: 10_000, fromAccountName: 'service.900001.THB', metadata: { recipientUserId: 3 } }),
+      intentBody({
+        operationType: 'SERVICE_DEPOSIT',
+        amount: 10_000,
+        fromAccountName: 'service.900001.THB',
+        metadata: { recipientUserId: 3 },
+      }),
       { service: 'exchange', user: 900001 },
     );
     expect(res.statusCode, res.body).toBe(201);
@@ -135,7 +153,13 @@ describe('the single-phase operation types settle synchronously with exact balan
   it('NFC_CHARGE: user wallet → merchant wallet, both from overrides', async () => {
     const before = await balances(t, ['user.2.THB']);
     const res = await post(
-      intentBody({ operationType: 'NFC_CHARGE', amount: 300, fromAccountName: 'user.2.THB', toAccountName: 'merchant.7.THB', metadata: { nfcTagId: 99 } }),
+      intentBody({
+        operationType: 'NFC_CHARGE',
+        amount: 300,
+        fromAccountName: 'user.2.THB',
+        toAccountName: 'merchant.7.THB',
+        metadata: { nfcTagId: 99 },
+      }),
       { service: 'nfc-terminal', user: 2 },
     );
     expect(res.statusCode, res.body).toBe(201);
@@ -150,15 +174,40 @@ describe('body rules of the operation table (400 BAD_REQUEST)', () => {
     ['P2P_TRANSFER with externalRef', { operationType: 'P2P_TRANSFER', amount: 1, recipientUserId: 2, externalRef: 'x' }],
     ['WITHDRAWAL without externalRef', { operationType: 'WITHDRAWAL', amount: 1 }],
     ['WITHDRAWAL with recipientUserId', { operationType: 'WITHDRAWAL', amount: 1, externalRef: 'x', recipientUserId: 2 }],
-    ['MINIAPP_CHARGE with recipientUserId', { operationType: 'MINIAPP_CHARGE', amount: 1, recipientUserId: 2, metadata: { customerUserId: 1 } }],
+    [
+      'MINIAPP_CHARGE with recipientUserId',
+      { operationType: 'MINIAPP_CHARGE', amount: 1, recipientUserId: 2, metadata: { customerUserId: 1 } },
+    ],
     ['MINIAPP_CHARGE with externalRef', { operationType: 'MINIAPP_CHARGE', amount: 1, externalRef: 'x', metadata: { customerUserId: 1 } }],
     ['MINIAPP_CHARGE without customerUserId', { operationType: 'MINIAPP_CHARGE', amount: 1 }],
-    ['MINIAPP_CREDIT with externalRef', { operationType: 'MINIAPP_CREDIT', amount: 1, externalRef: 'x', metadata: { customerUserId: 1, merchantId: 50 } }],
+    [
+      'MINIAPP_CREDIT with externalRef',
+      { operationType: 'MINIAPP_CREDIT', amount: 1, externalRef: 'x', metadata: { customerUserId: 1, merchantId: 50 } },
+    ],
     ['MINIAPP_CREDIT without merchantId', { operationType: 'MINIAPP_CREDIT', amount: 1, metadata: { customerUserId: 1 } }],
     ['INVOICE_PAYMENT without toLedgerAccountId', { operationType: 'INVOICE_PAYMENT', amount: 1 }],
-    ['INVOICE_PAYMENT with recipientUserId', { operationType: 'INVOICE_PAYMENT', amount: 1, recipientUserId: 2, toLedgerAccountId: 'c67f828f-cc42-54ad-ad3e-9318cdfb52e6' }],
-    ['INVOICE_PAYMENT with ttlSeconds over the maximum', { operationType: 'INVOICE_PAYMENT', amount: 1, toLedgerAccountId: 'c67f828f-cc42-54ad-ad3e-9318cdfb52e6', metadata: { ttlSeconds: 3601 } }],
-    ['INVOICE_PAYMENT with an unknown appScope', { operationType: 'INVOICE_PAYMENT', amount: 1, toLedgerAccountId: 'c67f828f-cc42-54ad-ad3e-9318cdfb52e6', metadata: { appScope: 'x' } }],
+    [
+      'INVOICE_PAYMENT with recipientUserId',
+      { operationType: 'INVOICE_PAYMENT', amount: 1, recipientUserId: 2, toLedgerAccountId: 'c67f828f-cc42-54ad-ad3e-9318cdfb52e6' },
+    ],
+    [
+      'INVOICE_PAYMENT with ttlSeconds over the maximum',
+      {
+        operationType: 'INVOICE_PAYMENT',
+        amount: 1,
+        toLedgerAccountId: 'c67f828f-cc42-54ad-ad3e-9318cdfb52e6',
+        metadata: { ttlSeconds: 3601 },
+      },
+    ],
+    [
+      'INVOICE_PAYMENT with an unknown appScope',
+      {
+        operationType: 'INVOICE_PAYMENT',
+        amount: 1,
+        toLedgerAccountId: 'c67f828f-cc42-54ad-ad3e-9318cdfb52e6',
+        metadata: { appScope: 'x' },
+      },
+    ],
     ['an unresolvable toAccountName', { operationType: 'P2P_TRANSFER', amount: 1, toAccountName: 'user.2.THB.extra' }],
   ])('%s', async (_name, body) => {
     const res = await post(intentBody(body));
@@ -167,7 +216,10 @@ describe('body rules of the operation table (400 BAD_REQUEST)', () => {
   });
 
   it('SERVICE_DEPOSIT without metadata.recipientUserId', async () => {
-    const res = await post(intentBody({ operationType: 'SERVICE_DEPOSIT', amount: 1, fromAccountName: 'service.900001.THB' }), { service: 'exchange', user: 900001 });
+    const res = await post(intentBody({ operationType: 'SERVICE_DEPOSIT', amount: 1, fromAccountName: 'service.900001.THB' }), {
+      service: 'exchange',
+      user: 900001,
+    });
     expect(res.statusCode).toBe(400);
   });
 
@@ -177,7 +229,14 @@ describe('body rules of the operation table (400 BAD_REQUEST)', () => {
     ['NFC_CHARGE without nfcTagId', { metadata: {} }],
     ['NFC_CHARGE with a non-integer nfcTagId', { metadata: { nfcTagId: 'abc' } }],
   ])('%s', async (_name, extra) => {
-    const body = { operationType: 'NFC_CHARGE', amount: 1, fromAccountName: 'user.2.THB', toAccountName: 'merchant.7.THB', metadata: { nfcTagId: 1 }, ...extra };
+    const body = {
+      operationType: 'NFC_CHARGE',
+      amount: 1,
+      fromAccountName: 'user.2.THB',
+      toAccountName: 'merchant.7.THB',
+      metadata: { nfcTagId: 1 },
+      ...extra,
+    };
     const res = await post(intentBody(body), { service: 'nfc-terminal', user: 2 });
     expect(res.statusCode, res.body).toBe(400);
   });
@@ -189,7 +248,10 @@ describe('body rules of the operation table (400 BAD_REQUEST)', () => {
 
   it('a missing or malformed X-User-Id', async () => {
     for (const user of [undefined, 'abc', '-1', '1.5']) {
-      const res = await t.call('POST', '/intents', { ...(user === undefined ? {} : { user }), body: intentBody({ operationType: 'QP_TOPUP', amount: 1 }) });
+      const res = await t.call('POST', '/intents', {
+        ...(user === undefined ? {} : { user }),
+        body: intentBody({ operationType: 'QP_TOPUP', amount: 1 }),
+      });
       expect(res.statusCode).toBe(400);
       expect(res.json().error).toBe('BAD_REQUEST');
     }
@@ -234,12 +296,49 @@ describe('permissions (403 FORBIDDEN)', () => {
   it.each([
     ['an operation type outside allowedOperationTypes', 'nfc-terminal', { operationType: 'P2P_TRANSFER', amount: 1, recipientUserId: 2 }],
     ['any operation for a key with an empty list', 'mobile-gateway', { operationType: 'QP_TOPUP', amount: 1 }],
-    ['toLedgerAccountId without allowToLedgerAccountId', 'nfc-terminal', { operationType: 'NFC_CHARGE', amount: 1, fromAccountName: 'user.2.THB', toAccountName: 'merchant.7.THB', toLedgerAccountId: 'c67f828f-cc42-54ad-ad3e-9318cdfb52e6', metadata: { nfcTagId: 1 } }],
-    ['fromAccountName without fromAccountOverride', 'mobile-gateway', { operationType: 'QP_TOPUP', amount: 1, fromAccountName: 'user.2.THB' }],
-    ['an override of a type not allowed', 'wallet-api', { operationType: 'P2P_TRANSFER', amount: 1, fromAccountName: 'system.equity.THB', recipientUserId: 2 }],
-    ['an override name that only partly matches the pattern', 'nfc-terminal', { operationType: 'NFC_CHARGE', amount: 1, fromAccountName: 'user.2.THB', toAccountName: 'merchant.7.settlement.THB', metadata: { nfcTagId: 1 } }],
-    ['a to override on the merchant NFC key that names a user wallet', 'nfc-terminal', { operationType: 'NFC_CHARGE', amount: 1, fromAccountName: 'user.2.THB', toAccountName: 'user.1.THB', metadata: { nfcTagId: 1 } }],
-    ['an exchange from-override outside its one service account', 'exchange', { operationType: 'SERVICE_DEPOSIT', amount: 1, fromAccountName: 'service.900002.THB', metadata: { recipientUserId: 3 } }],
+    [
+      'toLedgerAccountId without allowToLedgerAccountId',
+      'nfc-terminal',
+      {
+        operationType: 'NFC_CHARGE',
+        amount: 1,
+        fromAccountName: 'user.2.THB',
+        toAccountName: 'merchant.7.THB',
+        toLedgerAccountId: 'c67f828f-cc42-54ad-ad3e-9318cdfb52e6',
+        metadata: { nfcTagId: 1 },
+      },
+    ],
+    [
+      'fromAccountName without fromAccountOverride',
+      'mobile-gateway',
+      { operationType: 'QP_TOPUP', amount: 1, fromAccountName: 'user.2.THB' },
+    ],
+    [
+      'an override of a type not allowed',
+      'wallet-api',
+      { operationType: 'P2P_TRANSFER', amount: 1, fromAccountName: 'system.equity.THB', recipientUserId: 2 },
+    ],
+    [
+      'an override name that only partly matches the pattern',
+      'nfc-terminal',
+      {
+        operationType: 'NFC_CHARGE',
+        amount: 1,
+        fromAccountName: 'user.2.THB',
+        toAccountName: 'merchant.7.settlement.THB',
+        metadata: { nfcTagId: 1 },
+      },
+    ],
+    [
+      'a to override on the merchant NFC key that names a user wallet',
+      'nfc-terminal',
+      { operationType: 'NFC_CHARGE', amount: 1, fromAccountName: 'user.2.THB', toAccountName: 'user.1.THB', metadata: { nfcTagId: 1 } },
+    ],
+    [
+      'an exchange from-override outside its one service account',
+      'exchange',
+      { operationType: 'SERVICE_DEPOSIT', amount: 1, fromAccountName: 'service.900002.THB', metadata: { recipientUserId: 3 } },
+    ],
   ])('%s', async (_name, service, body) => {
     const res = await post(intentBody(body), { service, user: 2 });
     expect(res.statusCode, res.body).toBe(403);
@@ -279,29 +378,53 @@ describe('other refusals of POST /intents', () => {
     expect(res.json()).toEqual({
       error: 'LIMIT_EXCEEDED',
       message: expect.any(String),
-      detail: { ruleName: 'daily p2p debit', window: 'DAILY', limitType: 'AMOUNT', limit: '5000000', current: '4000000', requested: '1000001' },
+      detail: {
+        ruleName: 'daily p2p debit',
+        window: 'DAILY',
+        limitType: 'AMOUNT',
+        limit: '5000000',
+        current: '4000000',
+        requested: '1000001',
+      },
     });
-    expect((await post(intentBody({ operationType: 'P2P_TRANSFER', amount: 1_000_000, recipientUserId: 2 }), { user: 4 })).statusCode).toBe(201);
+    expect((await post(intentBody({ operationType: 'P2P_TRANSFER', amount: 1_000_000, recipientUserId: 2 }), { user: 4 })).statusCode).toBe(
+      201,
+    );
   });
 
   it('400 NO_ROUTE when no active route holds the amount', async () => {
     await t.db.query("UPDATE routes SET active = false WHERE operation_type = 'MINIAPP_CREDIT'");
-    const res = await post(intentBody({ operationType: 'MINIAPP_CREDIT', amount: 1, metadata: { customerUserId: 2, merchantId: 50 } }), { user: 50 });
+    const res = await post(intentBody({ operationType: 'MINIAPP_CREDIT', amount: 1, metadata: { customerUserId: 2, merchantId: 50 } }), {
+      user: 50,
+    });
     await t.db.query("UPDATE routes SET active = true WHERE operation_type = 'MINIAPP_CREDIT'");
     expect(res.statusCode).toBe(400);
     expect(res.json().error).toBe('NO_ROUTE');
   });
 
   it('422 PSPX_NOT_REGISTERED for a payer without a PSPX wallet', async () => {
-    const res = await post(intentBody({ operationType: 'PSPX_WITHDRAWAL', amount: 100, metadata: { ipps: { receiverType: 'MSISDN', receiverAccount: '0812345678' } } }));
+    const res = await post(
+      intentBody({
+        operationType: 'PSPX_WITHDRAWAL',
+        amount: 100,
+        metadata: { ipps: { receiverType: 'MSISDN', receiverAccount: '0812345678' } },
+      }),
+    );
     expect(res.statusCode).toBe(422);
     expect(res.json().error).toBe('PSPX_NOT_REGISTERED');
   });
 
   it('422 PSPX_METADATA_INVALID for a bad receiver block', async () => {
     await t.db.query("UPDATE accounts SET pspx_wallet_id = 'W-TEST-3' WHERE account_name = 'user.3.THB'");
-    for (const ipps of [undefined, { receiverType: 'IBAN', receiverAccount: '1' }, { receiverType: 'BANKAC', receiverAccount: '123' }, { receiverType: 'MSISDN' }]) {
-      const res = await post(intentBody({ operationType: 'THAI_QR_PAY', amount: 100, metadata: ipps === undefined ? {} : { ipps } }), { user: 3 });
+    for (const ipps of [
+      undefined,
+      { receiverType: 'IBAN', receiverAccount: '1' },
+      { receiverType: 'BANKAC', receiverAccount: '123' },
+      { receiverType: 'MSISDN' },
+    ]) {
+      const res = await post(intentBody({ operationType: 'THAI_QR_PAY', amount: 100, metadata: ipps === undefined ? {} : { ipps } }), {
+        user: 3,
+      });
       expect(res.statusCode, res.body).toBe(422);
       expect(res.json().error).toBe('PSPX_METADATA_INVALID');
     }
@@ -353,7 +476,11 @@ describe('idempotency', () => {
   it('the same key with another amount or recipient is 409 CONFLICT', async () => {
     const body = intentBody({ operationType: 'P2P_TRANSFER', amount: 260, recipientUserId: 2 });
     expect((await post(body)).statusCode).toBe(201);
-    for (const changed of [{ ...body, amount: 261 }, { ...body, recipientUserId: 3 }, { ...body, operationType: 'QP_TOPUP', recipientUserId: undefined }]) {
+    for (const changed of [
+      { ...body, amount: 261 },
+      { ...body, recipientUserId: 3 },
+      { ...body, operationType: 'QP_TOPUP', recipientUserId: undefined },
+    ]) {
       const res = await post(changed);
       expect(res.statusCode).toBe(409);
       expect(res.json()).toEqual({ error: 'CONFLICT', message: 'idempotency key reused with different parameters' });
@@ -361,7 +488,12 @@ describe('idempotency', () => {
   });
 
   it('the same key under another service is a different intent', async () => {
-    const body = intentBody({ operationType: 'ADMIN_TRANSFER', amount: 5, fromAccountName: 'system.equity.THB', toAccountName: 'user.2.THB' });
+    const body = intentBody({
+      operationType: 'ADMIN_TRANSFER',
+      amount: 5,
+      fromAccountName: 'system.equity.THB',
+      toAccountName: 'user.2.THB',
+    });
     const mine = await post(body, { service: 'admin-panel', user: 0 });
     const keyOfOther = await post({ idempotencyKey: body.idempotencyKey, operationType: 'QP_TOPUP', amount: 5 }, { user: 2 });
     expect(mine.statusCode).toBe(201);

@@ -78,7 +78,13 @@ async function issue(amount: number, extra: Record<string, unknown> = {}): Promi
   return t.call('POST', '/intents', {
     service: ISSUER_SERVICE,
     user: MERCHANT,
-    body: { idempotencyKey: randomUUID(), operationType: 'INVOICE_PAYMENT', amount, toLedgerAccountId: ledgerAccountId(MERCHANT_ACCOUNT), ...extra },
+    body: {
+      idempotencyKey: randomUUID(),
+      operationType: 'INVOICE_PAYMENT',
+      amount,
+      toLedgerAccountId: ledgerAccountId(MERCHANT_ACCOUNT),
+      ...extra,
+    },
   });
 }
 
@@ -100,7 +106,11 @@ interface ConfirmOptions {
 
 function confirm(intentId: string, o: ConfirmOptions = {}) {
   const payer = o.payer ?? U1;
-  const body = o.body ?? { payerLedgerAccountId: ledgerAccountId(o.account ?? wallet(payer)), payerUserId: payer, idempotencyKey: o.key ?? randomUUID() };
+  const body = o.body ?? {
+    payerLedgerAccountId: ledgerAccountId(o.account ?? wallet(payer)),
+    payerUserId: payer,
+    idempotencyKey: o.key ?? randomUUID(),
+  };
   const user = o.user === undefined ? payer : o.user;
   return t.call('POST', `/intents/${intentId}/confirm`, {
     service: o.service ?? ISSUER_SERVICE,
@@ -123,7 +133,9 @@ function cancel(intentId: string, o: { user?: number | string | null; body?: unk
 async function trail(intentId: string): Promise<Array<[string | null, string, string | null]>> {
   const res = await t.call('GET', `/intents/${intentId}/events`);
   expect(res.statusCode).toBe(200);
-  return res.json().events.map((e: { statusFrom: string | null; statusTo: string; reason: string | null }) => [e.statusFrom, e.statusTo, e.reason]);
+  return res
+    .json()
+    .events.map((e: { statusFrom: string | null; statusTo: string; reason: string | null }) => [e.statusFrom, e.statusTo, e.reason]);
 }
 
 async function stored(intentId: string) {
@@ -143,7 +155,8 @@ const SETTLED_TRAIL = [
   ['AUTHORIZED', 'SETTLED', null],
 ];
 
-const delta = (after: Record<string, string>, before: Record<string, string>, name: string) => BigInt(after[name] ?? '0') - BigInt(before[name] ?? '0');
+const delta = (after: Record<string, string>, before: Record<string, string>, name: string) =>
+  BigInt(after[name] ?? '0') - BigInt(before[name] ?? '0');
 
 describe('issue (POST /intents, INVOICE_PAYMENT)', () => {
   it('stays CREATED with expiresAt, a qrSignature (docs/rules.md R16), no payer, no fees and no money moved', async () => {
@@ -182,12 +195,22 @@ describe('issue (POST /intents, INVOICE_PAYMENT)', () => {
       metadata: { appScope: 'a' },
     });
     expect(await trail(body.intentId)).toEqual([[null, 'CREATED', null]]);
-    expect((await t.call('GET', `/intents/${body.intentId}`)).json()).toMatchObject({ fromAccount: null, toAccount: MERCHANT_ACCOUNT, status: 'CREATED' });
+    expect((await t.call('GET', `/intents/${body.intentId}`)).json()).toMatchObject({
+      fromAccount: null,
+      toAccount: MERCHANT_ACCOUNT,
+      status: 'CREATED',
+    });
     expect(await balances(t, [MERCHANT_ACCOUNT, TRANSIT])).toEqual(before);
   });
 
   it('takes ttlSeconds up to the maximum and keeps the metadata as given', async () => {
-    const metadata = { appScope: 'w', note: 'n'.repeat(500), posTerminalId: 'p'.repeat(100), ttlSeconds: 3600, qrIssuedAt: '2030-01-01T00:00:00.000Z' };
+    const metadata = {
+      appScope: 'w',
+      note: 'n'.repeat(500),
+      posTerminalId: 'p'.repeat(100),
+      ttlSeconds: 3600,
+      qrIssuedAt: '2030-01-01T00:00:00.000Z',
+    };
     const res = await issue(100, { metadata });
     expect(res.statusCode, res.body).toBe(201);
     const ttlMs = Date.parse(res.json().expiresAt) - Date.parse(res.json().createdAt);
@@ -235,7 +258,13 @@ describe('confirm (POST /intents/{id}/confirm)', () => {
       version: 1,
       failureReason: null,
     });
-    expect(await stored(intentId)).toMatchObject({ user_id: BigInt(U1), from_user_id: BigInt(U1), redeemed_by_user_id: BigInt(U1), redeemed_at: expect.any(Date), issued_by_user_id: BigInt(MERCHANT) });
+    expect(await stored(intentId)).toMatchObject({
+      user_id: BigInt(U1),
+      from_user_id: BigInt(U1),
+      redeemed_by_user_id: BigInt(U1),
+      redeemed_at: expect.any(Date),
+      issued_by_user_id: BigInt(MERCHANT),
+    });
     const debit = (await t.call('GET', `/accounts/${wallet(U1)}/transactions?limit=1`)).json().transactions[0];
     expect(debit).toMatchObject({ intentId, operationType: 'INVOICE_PAYMENT', direction: 'DEBIT', amount: '10000', feeAmount: '50' });
     const credit = (await t.call('GET', `/accounts/${MERCHANT_ACCOUNT}/transactions?limit=1`)).json().transactions[0];
@@ -302,7 +331,10 @@ describe('confirm (POST /intents/{id}/confirm)', () => {
     });
 
     it('400 BAD_REQUEST for an intent that is no invoice (docs/rules.md R30), which stays as it was', async () => {
-      const p2p = await t.call('POST', '/intents', { user: U1, body: { idempotencyKey: randomUUID(), operationType: 'P2P_TRANSFER', amount: 10, recipientUserId: U3 } });
+      const p2p = await t.call('POST', '/intents', {
+        user: U1,
+        body: { idempotencyKey: randomUUID(), operationType: 'P2P_TRANSFER', amount: 10, recipientUserId: U3 },
+      });
       const p2pId = p2p.json().intentId as string;
       const afterP2p = await balances(t, [wallet(U1), wallet(U3), MERCHANT_ACCOUNT]);
       const res = await confirm(p2pId);
@@ -339,10 +371,19 @@ describe('confirm (POST /intents/{id}/confirm)', () => {
       ['no body', { body: null }],
       ['payerUserId missing', { body: { payerLedgerAccountId: ledgerAccountId(wallet(U1)), idempotencyKey: randomUUID() } }],
       ['payerUserId 0', { body: { payerLedgerAccountId: ledgerAccountId(wallet(U1)), payerUserId: 0, idempotencyKey: randomUUID() } }],
-      ['payerUserId as a string', { body: { payerLedgerAccountId: ledgerAccountId(wallet(U1)), payerUserId: '1', idempotencyKey: randomUUID() } }],
+      [
+        'payerUserId as a string',
+        { body: { payerLedgerAccountId: ledgerAccountId(wallet(U1)), payerUserId: '1', idempotencyKey: randomUUID() } },
+      ],
       ['payerLedgerAccountId not a UUID', { body: { payerLedgerAccountId: wallet(U1), payerUserId: U1, idempotencyKey: randomUUID() } }],
-      ['idempotencyKey not a UUID', { body: { payerLedgerAccountId: ledgerAccountId(wallet(U1)), payerUserId: U1, idempotencyKey: 'k-1' } }],
-      ['an unknown field', { body: { payerLedgerAccountId: ledgerAccountId(wallet(U1)), payerUserId: U1, idempotencyKey: randomUUID(), tip: 1 } }],
+      [
+        'idempotencyKey not a UUID',
+        { body: { payerLedgerAccountId: ledgerAccountId(wallet(U1)), payerUserId: U1, idempotencyKey: 'k-1' } },
+      ],
+      [
+        'an unknown field',
+        { body: { payerLedgerAccountId: ledgerAccountId(wallet(U1)), payerUserId: U1, idempotencyKey: randomUUID(), tip: 1 } },
+      ],
       ['X-User-Id missing', { user: null }],
       ['X-User-Id not an integer', { user: 'abc' }],
       ['If-Match not an integer', { ifMatch: 'v1' }],
@@ -388,8 +429,16 @@ describe('confirm (POST /intents/{id}/confirm)', () => {
       ['CREATED', 'VALIDATED', null],
       ['VALIDATED', 'FAILED', 'insufficient_funds'],
     ]);
-    expect((await t.call('GET', `/intents/${intentId}`)).json()).toMatchObject({ status: 'FAILED', failureReason: 'insufficient_funds', fromAccount: wallet(U4) });
-    expect((await t.call('GET', `/accounts/${wallet(U4)}/transactions`)).json().transactions.some((row: { intentId: string }) => row.intentId === intentId)).toBe(false);
+    expect((await t.call('GET', `/intents/${intentId}`)).json()).toMatchObject({
+      status: 'FAILED',
+      failureReason: 'insufficient_funds',
+      fromAccount: wallet(U4),
+    });
+    expect(
+      (await t.call('GET', `/accounts/${wallet(U4)}/transactions`))
+        .json()
+        .transactions.some((row: { intentId: string }) => row.intentId === intentId),
+    ).toBe(false);
     expect((await confirm(intentId, { payer: U4, key })).json()).toMatchObject({ status: 'FAILED', replayed: true });
     const other = await confirm(intentId, { payer: U1 });
     expect(other.statusCode).toBe(409);
@@ -473,7 +522,12 @@ describe('cancel (POST /intents/{id}/cancel)', () => {
       [null, 'CREATED', null],
       ['CREATED', 'CANCELED', 'merchant_canceled'],
     ]);
-    expect(await stored(intentId)).toMatchObject({ status: 'CANCELED', cancel_reason: 'merchant_canceled', canceled_at: expect.any(Date), version: 0 });
+    expect(await stored(intentId)).toMatchObject({
+      status: 'CANCELED',
+      cancel_reason: 'merchant_canceled',
+      canceled_at: expect.any(Date),
+      version: 0,
+    });
     const again = await cancel(intentId);
     expect(again.statusCode).toBe(409);
     expect(again.json()).toEqual({ error: 'CANNOT_CANCEL', status: 'CANCELED' });
@@ -526,7 +580,10 @@ describe('cancel (POST /intents/{id}/cancel)', () => {
   });
 
   it('400 CANCEL_NOT_SUPPORTED for a single-phase intent; 404 INTENT_NOT_FOUND for unknown or foreign ids', async () => {
-    const p2p = await t.call('POST', '/intents', { user: U1, body: { idempotencyKey: randomUUID(), operationType: 'P2P_TRANSFER', amount: 10, recipientUserId: U3 } });
+    const p2p = await t.call('POST', '/intents', {
+      user: U1,
+      body: { idempotencyKey: randomUUID(), operationType: 'P2P_TRANSFER', amount: 10, recipientUserId: U3 },
+    });
     const notSupported = await cancel(p2p.json().intentId, { user: U1 });
     expect(notSupported.statusCode).toBe(400);
     expect(notSupported.json()).toEqual({ error: 'CANCEL_NOT_SUPPORTED' });
@@ -568,7 +625,9 @@ describe('expiry sweep', () => {
   it('works through more than one batch, and two sweeps at once expire each invoice once', async () => {
     const ids = await Promise.all(Array.from({ length: 7 }, () => issued(100)));
     await t.db.query("UPDATE intents SET expires_at = now() - interval '1 minute' WHERE id = ANY($1::uuid[])", [ids]);
-    const instances = [0, 1].map(() => startExpirySweep({ db: t.db, publisher: new StatusPublisher(tap.broker, quiet), log: quiet, intervalMs: 3_600_000, batchSizeMax: 2 }));
+    const instances = [0, 1].map(() =>
+      startExpirySweep({ db: t.db, publisher: new StatusPublisher(tap.broker, quiet), log: quiet, intervalMs: 3_600_000, batchSizeMax: 2 }),
+    );
     try {
       const counts = await Promise.all(instances.map((instance) => instance.runOnce()));
       expect(counts[0]! + counts[1]!).toBe(7);
@@ -714,7 +773,8 @@ describe('races (docs/rules.md R26)', () => {
       const intentId = await issued(amount);
       const [confirmAtMs, cancelAtMs, sweepAtMs] = schedules[trial % schedules.length] ?? [0, 0, 0];
       await t.db.query("UPDATE intents SET expires_at = now() + interval '10 milliseconds' WHERE id = $1", [intentId]);
-      const at = <T>(ms: number, work: () => Promise<T>) => new Promise<T>((resolve, reject) => setTimeout(() => work().then(resolve, reject), ms));
+      const at = <T>(ms: number, work: () => Promise<T>) =>
+        new Promise<T>((resolve, reject) => setTimeout(() => work().then(resolve, reject), ms));
       const [confirmed, canceled] = await Promise.all([
         at(confirmAtMs, () => confirm(intentId, { payer: U2 })),
         at(cancelAtMs, () => cancel(intentId)),

@@ -107,21 +107,17 @@ describe('accounts', () => {
     const account = { id, ledger: LEDGER_THB, code, flags: AccountFlags.debitsMustNotExceedCredits };
     expect(await ledger.createAccounts(db, [account])).toEqual([]);
     expect(await ledger.createAccounts(db, [account])).toEqual([{ index: 0, result: 'exists' }]);
-    expect(await ledger.createAccounts(db, [{ ...account, flags: 0 }])).toEqual([
-      { index: 0, result: 'exists_with_different_flags' },
+    expect(await ledger.createAccounts(db, [{ ...account, flags: 0 }])).toEqual([{ index: 0, result: 'exists_with_different_flags' }]);
+    expect(await ledger.createAccounts(db, [{ ...account, code: 2 }])).toEqual([{ index: 0, result: 'exists_with_different_code' }]);
+    expect(await ledger.createAccounts(db, [{ id: randomUUID(), ledger: LEDGER_THB, code, flags: 6 }])).toEqual([
+      { index: 0, result: 'flags_are_mutually_exclusive' },
     ]);
-    expect(await ledger.createAccounts(db, [{ ...account, code: 2 }])).toEqual([
-      { index: 0, result: 'exists_with_different_code' },
-    ]);
-    expect(
-      await ledger.createAccounts(db, [{ id: randomUUID(), ledger: LEDGER_THB, code, flags: 6 }]),
-    ).toEqual([{ index: 0, result: 'flags_are_mutually_exclusive' }]);
   });
 
   it('refuses linked accounts, whose chain failures CreateAccountError cannot name', async () => {
-    await expect(
-      ledger.createAccounts(db, [{ id: randomUUID(), ledger: LEDGER_THB, code, flags: AccountFlags.linked }]),
-    ).rejects.toThrow(/linked/);
+    await expect(ledger.createAccounts(db, [{ id: randomUUID(), ledger: LEDGER_THB, code, flags: AccountFlags.linked }])).rejects.toThrow(
+      /linked/,
+    );
   });
 });
 
@@ -137,13 +133,9 @@ describe('single-phase transfers', () => {
   it('refuses exceeds_credits on a guarded account, counting its reservations', async () => {
     const { user } = await fundedUser(100n);
     const transit = await createAccount(AccountFlags.none);
-    expect(await ledger.createTransfers(db, [transfer(user, transit, 101n)])).toEqual([
-      { index: 0, result: 'exceeds_credits' },
-    ]);
+    expect(await ledger.createTransfers(db, [transfer(user, transit, 101n)])).toEqual([{ index: 0, result: 'exceeds_credits' }]);
     expect(await ledger.createTransfers(db, [transfer(user, transit, 60n, { flags: TransferFlags.pending })])).toEqual([]);
-    expect(await ledger.createTransfers(db, [transfer(user, transit, 41n)])).toEqual([
-      { index: 0, result: 'exceeds_credits' },
-    ]);
+    expect(await ledger.createTransfers(db, [transfer(user, transit, 41n)])).toEqual([{ index: 0, result: 'exceeds_credits' }]);
     expect(await ledger.createTransfers(db, [transfer(user, transit, 40n)])).toEqual([]);
     expect(await counters(user)).toEqual([60n, 40n, 0n, 100n]);
   });
@@ -151,9 +143,7 @@ describe('single-phase transfers', () => {
   it('refuses exceeds_debits on an account whose credits must not exceed its debits', async () => {
     const limited = await createAccount(AccountFlags.creditsMustNotExceedDebits);
     const other = await createAccount(AccountFlags.none);
-    expect(await ledger.createTransfers(db, [transfer(other, limited, 1n)])).toEqual([
-      { index: 0, result: 'exceeds_debits' },
-    ]);
+    expect(await ledger.createTransfers(db, [transfer(other, limited, 1n)])).toEqual([{ index: 0, result: 'exceeds_debits' }]);
     expect(await ledger.createTransfers(db, [transfer(limited, other, 5n), transfer(other, limited, 5n)])).toEqual([]);
     expect(await counters(limited)).toEqual([0n, 5n, 0n, 5n]);
   });
@@ -236,9 +226,7 @@ describe('two-phase transfers', () => {
     expect(await counters(transit)).toEqual([0n, 0n, 0n, 0n]);
     const [pending] = await ledger.lookupTransfers(db, [pendingId]);
     expect(pending?.pendingStatus).toBe('voided');
-    expect(await ledger.createTransfers(db, [post(pendingId)])).toEqual([
-      { index: 0, result: 'pending_transfer_already_voided' },
-    ]);
+    expect(await ledger.createTransfers(db, [post(pendingId)])).toEqual([{ index: 0, result: 'pending_transfer_already_voided' }]);
   });
 
   it('resolves a pending transfer once: a second post or a void reads already_posted', async () => {
@@ -246,12 +234,8 @@ describe('two-phase transfers', () => {
     const posting = post(pendingId);
     expect(await ledger.createTransfers(db, [posting])).toEqual([]);
     expect(await ledger.createTransfers(db, [posting])).toEqual([{ index: 0, result: 'exists' }]);
-    expect(await ledger.createTransfers(db, [post(pendingId)])).toEqual([
-      { index: 0, result: 'pending_transfer_already_posted' },
-    ]);
-    expect(await ledger.createTransfers(db, [voidOf(pendingId)])).toEqual([
-      { index: 0, result: 'pending_transfer_already_posted' },
-    ]);
+    expect(await ledger.createTransfers(db, [post(pendingId)])).toEqual([{ index: 0, result: 'pending_transfer_already_posted' }]);
+    expect(await ledger.createTransfers(db, [voidOf(pendingId)])).toEqual([{ index: 0, result: 'pending_transfer_already_posted' }]);
     expect(await counters(user)).toEqual([0n, 300n, 0n, 1_000n]);
   });
 
@@ -260,16 +244,12 @@ describe('two-phase transfers', () => {
     const [pending] = await ledger.lookupTransfers(db, [pendingId]);
     expect(pending?.expiresAt).not.toBeNull();
     await sleep(expiryWaitMs);
-    expect(await ledger.createTransfers(db, [post(pendingId)])).toEqual([
-      { index: 0, result: 'pending_transfer_expired' },
-    ]);
+    expect(await ledger.createTransfers(db, [post(pendingId)])).toEqual([{ index: 0, result: 'pending_transfer_expired' }]);
     expect(await counters(user)).toEqual([0n, 0n, 0n, 1_000n]);
     expect(await counters(transit)).toEqual([0n, 0n, 0n, 0n]);
     const [expired] = await ledger.lookupTransfers(db, [pendingId]);
     expect(expired?.pendingStatus).toBe('expired');
-    expect(await ledger.createTransfers(db, [voidOf(pendingId)])).toEqual([
-      { index: 0, result: 'pending_transfer_expired' },
-    ]);
+    expect(await ledger.createTransfers(db, [voidOf(pendingId)])).toEqual([{ index: 0, result: 'pending_transfer_expired' }]);
   });
 
   it('keeps the release of an expired pending transfer when its linked chain fails', async () => {
@@ -291,9 +271,7 @@ describe('two-phase transfers', () => {
     const { user, pendingId } = await reserve(300n, 1);
     const lasting = await reserve(200n, 3_600);
     await sleep(expiryWaitMs);
-    expect(await checkLedgerInvariants(db)).toEqual([
-      expect.stringContaining('past their timeout and still pending'),
-    ]);
+    expect(await checkLedgerInvariants(db)).toEqual([expect.stringContaining('past their timeout and still pending')]);
     const expired = await ledger.expirePendingTransfers(db, 100);
     expect(expired).toContain(pendingId);
     expect(expired).not.toContain(lasting.pendingId);
@@ -318,7 +296,12 @@ describe('linked chains', () => {
       { index: 1, result: 'linked_event_failed' },
       { index: 2, result: 'exceeds_credits' },
     ]);
-    expect(await ledger.lookupTransfers(db, chain.map((t) => t.id))).toEqual([]);
+    expect(
+      await ledger.lookupTransfers(
+        db,
+        chain.map((t) => t.id),
+      ),
+    ).toEqual([]);
     expect(await counters(user)).toEqual([0n, 0n, 0n, 100n]);
     expect(await counters(transit)).toEqual([0n, 0n, 0n, 7n]);
   });
@@ -326,10 +309,7 @@ describe('linked chains', () => {
   it('applies a whole chain, sees earlier members, and reads exists for every member on retry', async () => {
     const { user, equity } = await fundedUser(0n);
     const transit = await createAccount(AccountFlags.none);
-    const chain = [
-      transfer(equity, user, 50n, { flags: TransferFlags.linked }),
-      transfer(user, transit, 50n),
-    ];
+    const chain = [transfer(equity, user, 50n, { flags: TransferFlags.linked }), transfer(user, transit, 50n)];
     expect(await ledger.createTransfers(db, chain)).toEqual([]);
     expect(await ledger.createTransfers(db, chain)).toEqual([
       { index: 0, result: 'exists' },
@@ -367,7 +347,11 @@ describe('linked chains', () => {
   it('checks a guarded account after each event of a batch, in order, not against the batch total', async () => {
     const { user, equity } = await fundedUser(0n);
     const transit = await createAccount(AccountFlags.none);
-    const fundThenSpend = [transfer(equity, user, 100n), transfer(user, transit, 60n, { flags: TransferFlags.pending }), transfer(user, transit, 40n)];
+    const fundThenSpend = [
+      transfer(equity, user, 100n),
+      transfer(user, transit, 60n, { flags: TransferFlags.pending }),
+      transfer(user, transit, 40n),
+    ];
     expect(await ledger.createTransfers(db, fundThenSpend)).toEqual([]);
     expect(await counters(user)).toEqual([60n, 40n, 0n, 100n]);
 
@@ -402,9 +386,7 @@ describe('idempotency', () => {
     const funding = transfer(equity, user, 70n);
     expect(await ledger.createTransfers(db, [funding])).toEqual([]);
     expect(await ledger.createTransfers(db, [funding])).toEqual([{ index: 0, result: 'exists' }]);
-    expect(await ledger.createTransfers(db, [{ ...funding, amount: 71n }])).toEqual([
-      { index: 0, result: 'exists_with_different_amount' },
-    ]);
+    expect(await ledger.createTransfers(db, [{ ...funding, amount: 71n }])).toEqual([{ index: 0, result: 'exists_with_different_amount' }]);
     expect(await ledger.createTransfers(db, [{ ...funding, flags: TransferFlags.pending }])).toEqual([
       { index: 0, result: 'exists_with_different_flags' },
     ]);
@@ -454,9 +436,7 @@ describe('concurrency', () => {
     const { user, equity } = await fundedUser(0n);
     const duplicate = transfer(equity, user, 25n);
     const copies = 10;
-    const outcomes = await Promise.all(
-      Array.from({ length: copies }, () => inTransaction([duplicate])),
-    );
+    const outcomes = await Promise.all(Array.from({ length: copies }, () => inTransaction([duplicate])));
     expect(outcomes.filter((results) => results.length === 0)).toHaveLength(1);
     expect(outcomes.filter((results) => results[0]?.result === 'exists')).toHaveLength(copies - 1);
     expect(await counters(user)).toEqual([0n, 0n, 0n, 25n]);

@@ -37,16 +37,23 @@ const until = async (condition: () => boolean) => {
 
 describe('live status messages', () => {
   it('publishes every transition of a live intent on intent.{id}, in order', async () => {
-    const res = await t.call('POST', '/intents', { user: 1, body: intentBody({ operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: 2, live: true }) });
+    const res = await t.call('POST', '/intents', {
+      user: 1,
+      body: intentBody({ operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: 2, live: true }),
+    });
     const { intentId } = res.json();
     await until(() => tap.published.filter((p) => p.channel === `intent.${intentId}`).length === 4);
     const mine = tap.published.filter((p) => p.channel === `intent.${intentId}`);
     expect(mine.map((p) => p.message.status)).toEqual(['CREATED', 'VALIDATED', 'AUTHORIZED', 'SETTLED']);
-    for (const { message } of mine) expect(message).toEqual({ intentId, status: expect.any(String), updatedAt: expect.stringMatching(/Z$/) });
+    for (const { message } of mine)
+      expect(message).toEqual({ intentId, status: expect.any(String), updatedAt: expect.stringMatching(/Z$/) });
   });
 
   it('publishes nothing for an intent without live', async () => {
-    const res = await t.call('POST', '/intents', { user: 1, body: intentBody({ operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: 2 }) });
+    const res = await t.call('POST', '/intents', {
+      user: 1,
+      body: intentBody({ operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: 2 }),
+    });
     await new Promise((r) => setTimeout(r, 50));
     expect(tap.published.some((p) => p.channel === `intent.${res.json().intentId}`)).toBe(false);
   });
@@ -54,7 +61,10 @@ describe('live status messages', () => {
   it('a broker failure is logged and never breaks the transition', async () => {
     tap.setFailing(true);
     try {
-      const res = await t.call('POST', '/intents', { user: 1, body: intentBody({ operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: 2, live: true }) });
+      const res = await t.call('POST', '/intents', {
+        user: 1,
+        body: intentBody({ operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: 2, live: true }),
+      });
       expect(res.statusCode).toBe(201);
       expect(res.json().status).toBe('SETTLED');
     } finally {
@@ -67,7 +77,12 @@ describe('live status messages', () => {
     const received: string[] = [];
     const created = await t.call('POST', '/intents', {
       user: 1,
-      body: intentBody({ operationType: 'INVOICE_PAYMENT', amount: 100, toLedgerAccountId: (await t.call('POST', '/accounts', { user: 2, body: { userId: 2, currency: 'THB' } })).json().ledgerAccountId, live: true }),
+      body: intentBody({
+        operationType: 'INVOICE_PAYMENT',
+        amount: 100,
+        toLedgerAccountId: (await t.call('POST', '/accounts', { user: 2, body: { userId: 2, currency: 'THB' } })).json().ledgerAccountId,
+        live: true,
+      }),
     });
     const { intentId } = created.json();
     const stop = await t.broker.subscribe(`intent.${intentId}`, (message) => received.push(message));

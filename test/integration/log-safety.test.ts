@@ -75,7 +75,14 @@ describe('database errors in logs and answers', () => {
     const marker = `body-${MARKER}`;
     const ok = await t.call('POST', '/intents', {
       user: PAYER,
-      body: { idempotencyKey: randomUUID(), operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: PAYEE, comment: marker, metadata: { note: marker } },
+      body: {
+        idempotencyKey: randomUUID(),
+        operationType: 'P2P_TRANSFER',
+        amount: 100,
+        recipientUserId: PAYEE,
+        comment: marker,
+        metadata: { note: marker },
+      },
     });
     expect(ok.statusCode, ok.body).toBe(201);
     const refused = await t.call('POST', '/intents', {

@@ -38,14 +38,25 @@ beforeAll(async () => {
 });
 afterAll(async () => t?.close());
 
-const p2p = (amount = 1_000) => JSON.stringify({ idempotencyKey: randomUUID(), operationType: 'P2P_TRANSFER', amount, recipientUserId: PAYEE });
+const p2p = (amount = 1_000) =>
+  JSON.stringify({ idempotencyKey: randomUUID(), operationType: 'P2P_TRANSFER', amount, recipientUserId: PAYEE });
 
 function send(method: 'GET' | 'POST', url: string, headers: Record<string, string>, body = '') {
-  return t.app.inject({ method, url, headers: { ...headers, ...(body === '' ? {} : { 'content-type': 'application/json' }) }, ...(body === '' ? {} : { payload: body }) });
+  return t.app.inject({
+    method,
+    url,
+    headers: { ...headers, ...(body === '' ? {} : { 'content-type': 'application/json' }) },
+    ...(body === '' ? {} : { payload: body }),
+  });
 }
 
 /** A signature over exactly the given components and parameters: for the requests the client never makes. */
-function crafted(secret: string, components: readonly Component[], params: { keyid: string; alg?: string; nonce?: string | null }, label = 'sig1') {
+function crafted(
+  secret: string,
+  components: readonly Component[],
+  params: { keyid: string; alg?: string; nonce?: string | null },
+  label = 'sig1',
+) {
   const { nonce = randomUUID(), ...rest } = params;
   const signatureParams: SignatureParams = { created: nowS(), ...rest, ...(nonce === null ? {} : { nonce }) };
   const raw = serializeSignatureParams(
@@ -63,7 +74,10 @@ const getComponents = (path: string): Component[] => [
 
 async function expect401(response: Awaited<ReturnType<typeof send>>, message: string | RegExp) {
   expect(response.statusCode, response.body).toBe(401);
-  expect(response.json()).toEqual({ error: 'UNAUTHORIZED', message: typeof message === 'string' ? message : expect.stringMatching(message) });
+  expect(response.json()).toEqual({
+    error: 'UNAUTHORIZED',
+    message: typeof message === 'string' ? message : expect.stringMatching(message),
+  });
 }
 
 describe('a captured request re-sent with another X-User-Id', () => {
@@ -166,7 +180,11 @@ describe('what a message signature must satisfy', () => {
       ['@query', '?'],
       ['x-user-id', String(PAYER)],
     ];
-    const signed = { ...crafted(secretOf('wallet-api'), post, { keyid: 'wallet-api' }), 'x-user-id': String(PAYER), 'content-digest': contentDigest(body) };
+    const signed = {
+      ...crafted(secretOf('wallet-api'), post, { keyid: 'wallet-api' }),
+      'x-user-id': String(PAYER),
+      'content-digest': contentDigest(body),
+    };
     await expect401(await send('POST', '/intents', signed, body), 'missing covered component content-digest');
   });
 
@@ -177,7 +195,10 @@ describe('what a message signature must satisfy', () => {
 
   it('refuses an alg other than hmac-sha256, and accepts none', async () => {
     const components = getComponents(BALANCE_PATH);
-    await expect401(await send('GET', BALANCE_PATH, crafted(secretOf('wallet-api'), components, { keyid: 'wallet-api', alg: 'hmac-sha512' })), 'unsupported alg hmac-sha512');
+    await expect401(
+      await send('GET', BALANCE_PATH, crafted(secretOf('wallet-api'), components, { keyid: 'wallet-api', alg: 'hmac-sha512' })),
+      'unsupported alg hmac-sha512',
+    );
     expect((await send('GET', BALANCE_PATH, crafted(secretOf('wallet-api'), components, { keyid: 'wallet-api' }))).statusCode).toBe(200);
   });
 
@@ -196,7 +217,10 @@ describe('what a message signature must satisfy', () => {
       for (const secret of ['new-wallet-secret', 'old-wallet-secret']) {
         expect((await send('GET', BALANCE_PATH, messageSignedHeaders('wallet-api', secret, 'GET', BALANCE_PATH, ''))).statusCode).toBe(200);
       }
-      await expect401(await send('GET', BALANCE_PATH, messageSignedHeaders('wallet-api', 'retired-secret', 'GET', BALANCE_PATH, '')), 'invalid signature');
+      await expect401(
+        await send('GET', BALANCE_PATH, messageSignedHeaders('wallet-api', 'retired-secret', 'GET', BALANCE_PATH, '')),
+        'invalid signature',
+      );
     } finally {
       t.secrets = previous;
     }
@@ -210,17 +234,55 @@ describe('what a message signature must satisfy', () => {
   });
 
   it.each([
-    ['two labels', (h: Record<string, string>) => ({ ...h, 'signature-input': `${h['signature-input']}, sig2=("@method");created=1;keyid="x"` }), 'Signature-Input must hold exactly one signature'],
-    ['a repeated label', (h: Record<string, string>) => ({ ...h, 'signature-input': `${h['signature-input']}, ${h['signature-input']}` }), 'malformed Signature-Input'],
-    ['an unparsable Signature-Input', (h: Record<string, string>) => ({ ...h, 'signature-input': 'sig1=("@method"' }), 'malformed Signature-Input'],
-    ['another label in Signature', (h: Record<string, string>) => ({ ...h, signature: (h.signature ?? '').replace('sig1=', 'sig2=') }), /^Signature must hold exactly/],
+    [
+      'two labels',
+      (h: Record<string, string>) => ({ ...h, 'signature-input': `${h['signature-input']}, sig2=("@method");created=1;keyid="x"` }),
+      'Signature-Input must hold exactly one signature',
+    ],
+    [
+      'a repeated label',
+      (h: Record<string, string>) => ({ ...h, 'signature-input': `${h['signature-input']}, ${h['signature-input']}` }),
+      'malformed Signature-Input',
+    ],
+    [
+      'an unparsable Signature-Input',
+      (h: Record<string, string>) => ({ ...h, 'signature-input': 'sig1=("@method"' }),
+      'malformed Signature-Input',
+    ],
+    [
+      'another label in Signature',
+      (h: Record<string, string>) => ({ ...h, signature: (h.signature ?? '').replace('sig1=', 'sig2=') }),
+      /^Signature must hold exactly/,
+    ],
     ['a Signature that is not a byte sequence', (h: Record<string, string>) => ({ ...h, signature: 'sig1="abc"' }), 'malformed Signature'],
     ['no Signature', ({ signature: _s, ...h }: Record<string, string>) => h, 'missing header Signature'],
     ['a truncated signature', (h: Record<string, string>) => ({ ...h, signature: 'sig1=:AAAA:' }), 'invalid signature'],
-    ['keyid as a token', (h: Record<string, string>) => ({ ...h, 'signature-input': (h['signature-input'] ?? '').replace('keyid="wallet-api"', 'keyid=wallet-api') }), 'signature parameter keyid must be a string'],
-    ['an unknown parameter', (h: Record<string, string>) => ({ ...h, 'signature-input': `${h['signature-input']};foo=1` }), 'unsupported signature parameter foo'],
-    ['a parameter on a component', (h: Record<string, string>) => ({ ...h, 'signature-input': (h['signature-input'] ?? '').replace('"@path"', '"@path";req') }), 'unsupported parameters on covered component @path'],
-    ['a derived component we do not know', (h: Record<string, string>) => ({ ...h, 'signature-input': (h['signature-input'] ?? '').replace('"@path"', '"@path" "@target-uri"') }), 'unsupported covered component @target-uri'],
+    [
+      'keyid as a token',
+      (h: Record<string, string>) => ({
+        ...h,
+        'signature-input': (h['signature-input'] ?? '').replace('keyid="wallet-api"', 'keyid=wallet-api'),
+      }),
+      'signature parameter keyid must be a string',
+    ],
+    [
+      'an unknown parameter',
+      (h: Record<string, string>) => ({ ...h, 'signature-input': `${h['signature-input']};foo=1` }),
+      'unsupported signature parameter foo',
+    ],
+    [
+      'a parameter on a component',
+      (h: Record<string, string>) => ({ ...h, 'signature-input': (h['signature-input'] ?? '').replace('"@path"', '"@path";req') }),
+      'unsupported parameters on covered component @path',
+    ],
+    [
+      'a derived component we do not know',
+      (h: Record<string, string>) => ({
+        ...h,
+        'signature-input': (h['signature-input'] ?? '').replace('"@path"', '"@path" "@target-uri"'),
+      }),
+      'unsupported covered component @target-uri',
+    ],
   ])('refuses %s', async (_name, mangle, message) => {
     const headers = messageSignedHeaders('wallet-api', secretOf('wallet-api'), 'GET', BALANCE_PATH, '');
     await expect401(await send('GET', BALANCE_PATH, mangle(headers)), message);
@@ -240,23 +302,49 @@ describe('nonces', () => {
     expect((await send('GET', BALANCE_PATH, first)).statusCode).toBe(200);
     await expect401(await send('GET', BALANCE_PATH, first), 'replayed nonce');
     const other = '/accounts/system.equity.THB/balance';
-    await expect401(await send('GET', other, crafted(secretOf('wallet-api'), getComponents(other), { keyid: 'wallet-api', nonce })), 'replayed nonce');
+    await expect401(
+      await send('GET', other, crafted(secretOf('wallet-api'), getComponents(other), { keyid: 'wallet-api', nonce })),
+      'replayed nonce',
+    );
   });
 
   it('accepts the same nonce from another service', async () => {
     const nonce = randomUUID();
-    expect((await send('GET', BALANCE_PATH, crafted(secretOf('wallet-api'), getComponents(BALANCE_PATH), { keyid: 'wallet-api', nonce }))).statusCode).toBe(200);
-    expect((await send('GET', BALANCE_PATH, crafted(secretOf('mobile-gateway'), getComponents(BALANCE_PATH), { keyid: 'mobile-gateway', nonce }))).statusCode).toBe(200);
+    expect(
+      (await send('GET', BALANCE_PATH, crafted(secretOf('wallet-api'), getComponents(BALANCE_PATH), { keyid: 'wallet-api', nonce })))
+        .statusCode,
+    ).toBe(200);
+    expect(
+      (
+        await send(
+          'GET',
+          BALANCE_PATH,
+          crafted(secretOf('mobile-gateway'), getComponents(BALANCE_PATH), { keyid: 'mobile-gateway', nonce }),
+        )
+      ).statusCode,
+    ).toBe(200);
   });
 
   it('a forged request does not burn the nonce of a genuine one', async () => {
     const nonce = randomUUID();
-    await expect401(await send('GET', BALANCE_PATH, crafted('not-the-secret', getComponents(BALANCE_PATH), { keyid: 'wallet-api', nonce })), 'invalid signature');
-    expect((await send('GET', BALANCE_PATH, crafted(secretOf('wallet-api'), getComponents(BALANCE_PATH), { keyid: 'wallet-api', nonce }))).statusCode).toBe(200);
+    await expect401(
+      await send('GET', BALANCE_PATH, crafted('not-the-secret', getComponents(BALANCE_PATH), { keyid: 'wallet-api', nonce })),
+      'invalid signature',
+    );
+    expect(
+      (await send('GET', BALANCE_PATH, crafted(secretOf('wallet-api'), getComponents(BALANCE_PATH), { keyid: 'wallet-api', nonce })))
+        .statusCode,
+    ).toBe(200);
   });
 });
 
-const feeRule = (name: string) => JSON.stringify({ name, operationType: 'MINIAPP_CREDIT', expression: "[{account: 'system.revenue.THB', amount: amount * 0.01}]", active: false });
+const feeRule = (name: string) =>
+  JSON.stringify({
+    name,
+    operationType: 'MINIAPP_CREDIT',
+    expression: "[{account: 'system.revenue.THB', amount: amount * 0.01}]",
+    active: false,
+  });
 
 async function rulesNamed(app: TestApp, name: string): Promise<number> {
   const { rows } = await app.db.query<{ n: number }>('SELECT count(*)::int AS n FROM fee_rules WHERE name = $1', [name]);
@@ -264,27 +352,30 @@ async function rulesNamed(app: TestApp, name: string): Promise<number> {
 }
 
 describe('replayed admin writes', () => {
-  it.each(['x-signature', 'message without nonce', 'message with nonce'])('a signed POST /admin/fee-rules sent twice (%s) creates one rule; the second is 401 replayed request', async (scheme) => {
-    const name = `replay-${randomUUID()}`;
-    const body = feeRule(name);
-    const headers =
-      scheme === 'x-signature'
-        ? signedHeaders('admin-tool', secretOf('admin-tool'), 'POST', '/admin/fee-rules', body)
-        : crafted(
-            secretOf('admin-tool'),
-            [
-              ['@method', 'POST'],
-              ['@path', '/admin/fee-rules'],
-              ['@query', '?'],
-              ['content-digest', contentDigest(body)],
-            ],
-            { keyid: 'admin-tool', ...(scheme === 'message with nonce' ? {} : { nonce: null }) },
-          );
-    const withDigest = scheme === 'x-signature' ? headers : { ...headers, 'content-digest': contentDigest(body) };
-    expect((await send('POST', '/admin/fee-rules', withDigest, body)).statusCode).toBe(201);
-    await expect401(await send('POST', '/admin/fee-rules', withDigest, body), 'replayed request');
-    expect(await rulesNamed(t, name)).toBe(1);
-  });
+  it.each(['x-signature', 'message without nonce', 'message with nonce'])(
+    'a signed POST /admin/fee-rules sent twice (%s) creates one rule; the second is 401 replayed request',
+    async (scheme) => {
+      const name = `replay-${randomUUID()}`;
+      const body = feeRule(name);
+      const headers =
+        scheme === 'x-signature'
+          ? signedHeaders('admin-tool', secretOf('admin-tool'), 'POST', '/admin/fee-rules', body)
+          : crafted(
+              secretOf('admin-tool'),
+              [
+                ['@method', 'POST'],
+                ['@path', '/admin/fee-rules'],
+                ['@query', '?'],
+                ['content-digest', contentDigest(body)],
+              ],
+              { keyid: 'admin-tool', ...(scheme === 'message with nonce' ? {} : { nonce: null }) },
+            );
+      const withDigest = scheme === 'x-signature' ? headers : { ...headers, 'content-digest': contentDigest(body) };
+      expect((await send('POST', '/admin/fee-rules', withDigest, body)).statusCode).toBe(201);
+      await expect401(await send('POST', '/admin/fee-rules', withDigest, body), 'replayed request');
+      expect(await rulesNamed(t, name)).toBe(1);
+    },
+  );
 
   it('a forged admin write does not burn the slot of the genuine one', async () => {
     const name = `forged-${randomUUID()}`;
@@ -321,12 +412,17 @@ describe('two instances', () => {
     const body = feeRule(name);
     const headers = signedHeaders('admin-tool', secretOf('admin-tool'), 'POST', '/admin/fee-rules', body);
     const json = { 'content-type': 'application/json' };
-    expect((await t.app.inject({ method: 'POST', url: '/admin/fee-rules', headers: { ...headers, ...json }, payload: body })).statusCode).toBe(201);
+    expect(
+      (await t.app.inject({ method: 'POST', url: '/admin/fee-rules', headers: { ...headers, ...json }, payload: body })).statusCode,
+    ).toBe(201);
     const replay = await second.app.inject({ method: 'POST', url: '/admin/fee-rules', headers: { ...headers, ...json }, payload: body });
     expect(replay.statusCode, replay.body).toBe(sharing ? 401 : 201);
     expect(await rulesNamed(second, name)).toBe(sharing ? 0 : 1);
     // Each instance still refuses a replay of what it accepted itself.
-    await expect401(await second.app.inject({ method: 'POST', url: '/admin/fee-rules', headers: { ...headers, ...json }, payload: body }), 'replayed request');
+    await expect401(
+      await second.app.inject({ method: 'POST', url: '/admin/fee-rules', headers: { ...headers, ...json }, payload: body }),
+      'replayed request',
+    );
   });
 
   it(`${sharing ? 'refuses' : 'accepts (no Redis: per instance)'} a nonce replayed on the other instance`, async () => {

@@ -35,7 +35,7 @@ function parse(text: string): Sample[] {
 }
 
 /** The value of the one series of `name` whose labels include `labels`; undefined when absent. */
-function valueOf(samples: readonly Sample[], name: string, labels: Record<string, string> = {}): number | undefined {
+function seriesValue(samples: readonly Sample[], name: string, labels: Record<string, string> = {}): number | undefined {
   const found = samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
   if (found.length > 1) throw new Error(`${name} ${JSON.stringify(labels)} matches ${found.length} series`);
   return found[0]?.value;
@@ -59,10 +59,16 @@ beforeAll(async () => {
   await topUp(t, 1, 10_000);
   // The known workload: three settled P2P payments and one refused for funds (user 2 has nothing).
   for (let i = 0; i < 3; i += 1) {
-    const res = await t.call('POST', '/intents', { user: 1, body: intentBody({ operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: 2 }) });
+    const res = await t.call('POST', '/intents', {
+      user: 1,
+      body: intentBody({ operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: 2 }),
+    });
     expect(res.statusCode, res.body).toBe(201);
   }
-  const refused = await t.call('POST', '/intents', { user: 2, body: intentBody({ operationType: 'P2P_TRANSFER', amount: 1_000_000, recipientUserId: 1 }) });
+  const refused = await t.call('POST', '/intents', {
+    user: 2,
+    body: intentBody({ operationType: 'P2P_TRANSFER', amount: 1_000_000, recipientUserId: 1 }),
+  });
   expect(refused.json().error).toBe('INSUFFICIENT_FUNDS');
   // And one invoice, issued then canceled.
   const invoice = await t.call('POST', '/intents', {
@@ -81,17 +87,17 @@ describe('GET /metrics', () => {
     await t.app.inject({ method: 'POST', url: '/intents', payload: { operationType: 'MADE_UP_1' } });
     await t.app.inject({ method: 'POST', url: '/intents', payload: { operationType: 'MADE_UP_2' } });
     const samples = await scrape();
-    expect(valueOf(samples, 'payorch_intents_refused_total', { operation_type: 'unknown', error: 'UNAUTHORIZED' })).toBe(2);
+    expect(seriesValue(samples, 'payorch_intents_refused_total', { operation_type: 'unknown', error: 'UNAUTHORIZED' })).toBe(2);
     expect(samples.some((s) => s.labels.operation_type?.startsWith('MADE_UP'))).toBe(false);
     const p2p = { operation_type: 'P2P_TRANSFER', channel: 'INTERNAL_P2P' };
-    expect(valueOf(samples, 'payorch_intents_created_total', p2p)).toBe(3);
-    expect(valueOf(samples, 'payorch_intents_finished_total', { ...p2p, status: 'SETTLED' })).toBe(3);
-    expect(valueOf(samples, 'payorch_intents_finished_total', { ...p2p, status: 'FAILED' })).toBeUndefined();
-    expect(valueOf(samples, 'payorch_intents_refused_total', { operation_type: 'P2P_TRANSFER', error: 'INSUFFICIENT_FUNDS' })).toBe(1);
-    expect(valueOf(samples, 'payorch_intents_created_total', { operation_type: 'QP_TOPUP' })).toBe(1);
+    expect(seriesValue(samples, 'payorch_intents_created_total', p2p)).toBe(3);
+    expect(seriesValue(samples, 'payorch_intents_finished_total', { ...p2p, status: 'SETTLED' })).toBe(3);
+    expect(seriesValue(samples, 'payorch_intents_finished_total', { ...p2p, status: 'FAILED' })).toBeUndefined();
+    expect(seriesValue(samples, 'payorch_intents_refused_total', { operation_type: 'P2P_TRANSFER', error: 'INSUFFICIENT_FUNDS' })).toBe(1);
+    expect(seriesValue(samples, 'payorch_intents_created_total', { operation_type: 'QP_TOPUP' })).toBe(1);
     const invoice = { operation_type: 'INVOICE_PAYMENT', channel: 'MERCHANT_INVOICE' };
-    expect(valueOf(samples, 'payorch_intents_created_total', invoice)).toBe(1);
-    expect(valueOf(samples, 'payorch_intents_finished_total', { ...invoice, status: 'CANCELED' })).toBe(1);
+    expect(seriesValue(samples, 'payorch_intents_created_total', invoice)).toBe(1);
+    expect(seriesValue(samples, 'payorch_intents_finished_total', { ...invoice, status: 'CANCELED' })).toBe(1);
   });
 
   it('has request latency histograms per route pattern and status, not per raw URL', async () => {
@@ -100,44 +106,56 @@ describe('GET /metrics', () => {
     await t.app.inject({ method: 'GET', url: '/no/such/path' });
     await t.app.inject({ method: 'GET', url: '/another/unknown/path' });
     const samples = await scrape();
-    const count = (labels: Record<string, string>) => valueOf(samples, 'payorch_http_request_duration_seconds_count', labels);
+    const count = (labels: Record<string, string>) => seriesValue(samples, 'payorch_http_request_duration_seconds_count', labels);
     expect(count({ method: 'POST', route: '/intents', status_code: '201' })).toBe(5);
     expect(count({ method: 'POST', route: '/intents', status_code: '422' })).toBe(1);
     expect(count({ method: 'POST', route: '/intents/:id/cancel', status_code: '200' })).toBe(1);
     expect(count({ method: 'GET', route: '/intents/:id', status_code: '404' })).toBe(1);
     expect(count({ method: 'GET', route: 'unmatched', status_code: '401' })).toBe(2);
-    expect(samples.some((s) => s.name === 'payorch_http_request_duration_seconds_bucket' && s.labels.route?.includes('00000000'))).toBe(false);
-    const infBucket = valueOf(samples, 'payorch_http_request_duration_seconds_bucket', { method: 'POST', route: '/intents', status_code: '201', le: '+Inf' });
+    expect(samples.some((s) => s.name === 'payorch_http_request_duration_seconds_bucket' && s.labels.route?.includes('00000000'))).toBe(
+      false,
+    );
+    const infBucket = seriesValue(samples, 'payorch_http_request_duration_seconds_bucket', {
+      method: 'POST',
+      route: '/intents',
+      status_code: '201',
+      le: '+Inf',
+    });
     expect(infBucket).toBe(5);
   });
 
   it('times ledger batches, and reports the event-loop lag and the process', async () => {
     const samples = await scrape();
     // Every settled intent is at least one createTransfers batch.
-    expect(valueOf(samples, 'payorch_ledger_create_transfers_duration_seconds_count', { result: 'ok' })).toBeGreaterThanOrEqual(4);
-    expect(valueOf(samples, 'payorch_ledger_create_transfers_duration_seconds_sum', { result: 'ok' })).toBeGreaterThan(0);
-    expect(valueOf(samples, 'nodejs_eventloop_lag_seconds')).toBeGreaterThanOrEqual(0);
-    expect(valueOf(samples, 'nodejs_eventloop_lag_p99_seconds')).toBeGreaterThanOrEqual(0);
-    expect(valueOf(samples, 'process_cpu_seconds_total')).toBeGreaterThan(0);
+    expect(seriesValue(samples, 'payorch_ledger_create_transfers_duration_seconds_count', { result: 'ok' })).toBeGreaterThanOrEqual(4);
+    expect(seriesValue(samples, 'payorch_ledger_create_transfers_duration_seconds_sum', { result: 'ok' })).toBeGreaterThan(0);
+    expect(seriesValue(samples, 'nodejs_eventloop_lag_seconds')).toBeGreaterThanOrEqual(0);
+    expect(seriesValue(samples, 'nodejs_eventloop_lag_p99_seconds')).toBeGreaterThanOrEqual(0);
+    expect(seriesValue(samples, 'process_cpu_seconds_total')).toBeGreaterThan(0);
   });
 
   it('reads the outbox depth and the age of its oldest open job at scrape time', async () => {
-    expect(valueOf(await scrape(), 'payorch_outbox_depth')).toBe(0);
-    expect(valueOf(await scrape(), 'payorch_outbox_oldest_job_age_seconds')).toBe(0);
-    const { rows } = await t.db.query<{ id: string }>(`SELECT id FROM intents WHERE operation_type = 'P2P_TRANSFER' ORDER BY created_at LIMIT 2`);
+    expect(seriesValue(await scrape(), 'payorch_outbox_depth')).toBe(0);
+    expect(seriesValue(await scrape(), 'payorch_outbox_oldest_job_age_seconds')).toBe(0);
+    const { rows } = await t.db.query<{ id: string }>(
+      `SELECT id FROM intents WHERE operation_type = 'P2P_TRANSFER' ORDER BY created_at LIMIT 2`,
+    );
     // Jobs that no worker picks up in this test: one two minutes old, one new.
     for (const [index, row] of rows.entries()) {
-      await t.db.query(`INSERT INTO outbox (kind, intent_id, created_at) VALUES ('post_pending', $1, now() - make_interval(secs => $2))`, [row.id, index === 0 ? 120 : 0]);
+      await t.db.query(`INSERT INTO outbox (kind, intent_id, created_at) VALUES ('post_pending', $1, now() - make_interval(secs => $2))`, [
+        row.id,
+        index === 0 ? 120 : 0,
+      ]);
     }
     try {
       const samples = await scrape();
-      expect(valueOf(samples, 'payorch_outbox_depth')).toBe(2);
-      expect(valueOf(samples, 'payorch_outbox_oldest_job_age_seconds')).toBeGreaterThanOrEqual(120);
-      expect(valueOf(samples, 'payorch_outbox_oldest_job_age_seconds')).toBeLessThan(180);
+      expect(seriesValue(samples, 'payorch_outbox_depth')).toBe(2);
+      expect(seriesValue(samples, 'payorch_outbox_oldest_job_age_seconds')).toBeGreaterThanOrEqual(120);
+      expect(seriesValue(samples, 'payorch_outbox_oldest_job_age_seconds')).toBeLessThan(180);
     } finally {
       await t.db.query(`UPDATE outbox SET done_at = now() WHERE done_at IS NULL`);
     }
-    expect(valueOf(await scrape(), 'payorch_outbox_depth')).toBe(0);
+    expect(seriesValue(await scrape(), 'payorch_outbox_depth')).toBe(0);
   });
 
   it('needs no signature when METRICS_TOKEN is unset', async () => {
@@ -185,7 +203,7 @@ describe('GET /metrics with METRICS_TOKEN', () => {
 
   it('keeps one registry per app: the other app counted nothing of this one', async () => {
     const res = await guarded.app.inject({ method: 'GET', url: '/metrics', headers: { authorization: 'Bearer scrape-secret' } });
-    expect(valueOf(parse(res.body), 'payorch_intents_created_total', { operation_type: 'P2P_TRANSFER' })).toBeUndefined();
+    expect(seriesValue(parse(res.body), 'payorch_intents_created_total', { operation_type: 'P2P_TRANSFER' })).toBeUndefined();
   });
 });
 
@@ -232,13 +250,13 @@ describe('worker metrics', () => {
 
     const samples = parse(await metrics.render());
     const payouts = { operation_type: 'PSPX_WITHDRAWAL', channel: 'PSPX_TRANSFER' };
-    expect(valueOf(samples, 'payorch_intents_finished_total', { ...payouts, status: 'SETTLED' })).toBe(1);
-    expect(valueOf(samples, 'payorch_intents_finished_total', { ...payouts, status: 'FAILED' })).toBe(1);
-    expect(valueOf(samples, 'payorch_psp_escalations_total')).toBe(1);
-    expect(valueOf(samples, 'payorch_psp_inquiries_total')).toBe(testPspSettings.inquiriesMax);
-    expect(valueOf(samples, 'payorch_psp_in_flight')).toBe(0);
-    expect(valueOf(samples, 'payorch_ledger_create_transfers_duration_seconds_count', { result: 'ok' })).toBe(2);
-    expect(valueOf(samples, 'payorch_invoice_expiries_total')).toBe(1);
-    expect(valueOf(samples, 'payorch_intents_finished_total', { operation_type: 'INVOICE_PAYMENT', status: 'EXPIRED' })).toBe(1);
+    expect(seriesValue(samples, 'payorch_intents_finished_total', { ...payouts, status: 'SETTLED' })).toBe(1);
+    expect(seriesValue(samples, 'payorch_intents_finished_total', { ...payouts, status: 'FAILED' })).toBe(1);
+    expect(seriesValue(samples, 'payorch_psp_escalations_total')).toBe(1);
+    expect(seriesValue(samples, 'payorch_psp_inquiries_total')).toBe(testPspSettings.inquiriesMax);
+    expect(seriesValue(samples, 'payorch_psp_in_flight')).toBe(0);
+    expect(seriesValue(samples, 'payorch_ledger_create_transfers_duration_seconds_count', { result: 'ok' })).toBe(2);
+    expect(seriesValue(samples, 'payorch_invoice_expiries_total')).toBe(1);
+    expect(seriesValue(samples, 'payorch_intents_finished_total', { operation_type: 'INVOICE_PAYMENT', status: 'EXPIRED' })).toBe(1);
   });
 });

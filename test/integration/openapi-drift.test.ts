@@ -32,7 +32,9 @@ function registeredRoutes(tree: string): Set<string> {
 }
 
 const documentedRoutes = (doc: OpenApiDocument) =>
-  new Set(Object.entries(doc.paths).flatMap(([path, operations]) => Object.keys(operations).map((method) => `${method.toUpperCase()} ${path}`)));
+  new Set(
+    Object.entries(doc.paths).flatMap(([path, operations]) => Object.keys(operations).map((method) => `${method.toUpperCase()} ${path}`)),
+  );
 
 let t: TestApp;
 beforeAll(async () => {

@@ -32,7 +32,13 @@ afterEach(async () => {
 });
 
 function outboxWorker(lockName = 'test.outbox'): OutboxWorker {
-  const worker = createOutboxWorker({ db: t.db, ledger: t.ledger, publisher: new StatusPublisher(t.broker, log), log, settings: { ...OUTBOX_DEFAULTS, lockName } });
+  const worker = createOutboxWorker({
+    db: t.db,
+    ledger: t.ledger,
+    publisher: new StatusPublisher(t.broker, log),
+    log,
+    settings: { ...OUTBOX_DEFAULTS, lockName },
+  });
   started.push(worker);
   return worker;
 }
@@ -42,7 +48,10 @@ async function confirmedPayouts(count: number): Promise<string[]> {
   const ids: string[] = [];
   for (let n = 0; n < count; n += 1) ids.push(await payout(t, 701, `08170000${n}1`, 100 + n));
   while ((await psp.runOnce()) > 0);
-  const { rows } = await t.db.query<{ n: bigint }>("SELECT count(*)::bigint AS n FROM outbox WHERE done_at IS NULL AND kind = 'post_pending' AND intent_id = ANY($1::uuid[])", [ids]);
+  const { rows } = await t.db.query<{ n: bigint }>(
+    "SELECT count(*)::bigint AS n FROM outbox WHERE done_at IS NULL AND kind = 'post_pending' AND intent_id = ANY($1::uuid[])",
+    [ids],
+  );
   expect(rows[0]?.n).toBe(BigInt(count));
   return ids;
 }

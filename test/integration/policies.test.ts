@@ -49,7 +49,12 @@ const baseRequest = {
 async function evaluate(overrides: Record<string, unknown> = {}) {
   const res = await t.call('POST', '/policies/evaluate', { body: { ...baseRequest, ...overrides } });
   expect(res.statusCode, res.body).toBe(200);
-  return res.json() as { required: string; reasonCode: string; policyId: number; context: { dailyCumulative: string; isNewPayee: boolean } };
+  return res.json() as {
+    required: string;
+    reasonCode: string;
+    policyId: number;
+    context: { dailyCumulative: string; isNewPayee: boolean };
+  };
 }
 
 /** A settled intent of `userId` with its DEBIT history row, `offsetS` seconds after today's 00:00 UTC. */
@@ -86,7 +91,15 @@ async function settledDebit(options: {
   await t.db.query(
     `INSERT INTO transactions (intent_id, account_name, user_id, operation_type, direction, amount, currency, created_at)
      VALUES ($1, $3, $4, 'P2P_TRANSFER', $5, $6, $7, ${midnightPlus})`,
-    [id, options.offsetS ?? 60, `user.${options.userId}.${currency}`, options.userId, options.direction ?? 'DEBIT', options.amount, currency],
+    [
+      id,
+      options.offsetS ?? 60,
+      `user.${options.userId}.${currency}`,
+      options.userId,
+      options.direction ?? 'DEBIT',
+      options.amount,
+      currency,
+    ],
   );
 }
 
@@ -241,7 +254,7 @@ describe('POST /policies/evaluate: context figures', () => {
     expect((await evaluate({ userId: 502, amount: '4999' })).context.dailyCumulative).toBe('900');
     expect((await evaluate({ userId: 503 })).context.dailyCumulative).toBe('0');
 
-    await t.db.query("UPDATE auth_policies SET condition = '{\"daily_cumulative_gte\": 5001}'");
+    await t.db.query('UPDATE auth_policies SET condition = \'{"daily_cumulative_gte": 5001}\'');
     expect((await evaluate({ userId, amount: '100000' })).reasonCode).toBe('no_match');
   });
 

@@ -42,9 +42,21 @@ describe('production refuses unsafe settings', () => {
 
   it.each([
     ['CONFIG_FILE unset', { CONFIG_FILE: undefined }, /^CONFIG_FILE is unset/],
-    ['a demo secret in CONFIG_FILE', { CONFIG_FILE: safeConfigFile({ 'wallet-api': 'demo-wallet-api-secret-change-me' }) }, /^CONFIG_FILE secret of wallet-api/],
-    ['a demo secret among rotated ones', { CONFIG_FILE: safeConfigFile({ exchange: [strong(), 'demo-admin-panel-secret-change-me'] }) }, /^CONFIG_FILE secret of exchange/],
-    ['a secret with the placeholder', { CONFIG_FILE: safeConfigFile({ 'wallet-api': `${strong()}-CHANGE-ME` }) }, /^CONFIG_FILE secret of wallet-api/],
+    [
+      'a demo secret in CONFIG_FILE',
+      { CONFIG_FILE: safeConfigFile({ 'wallet-api': 'demo-wallet-api-secret-change-me' }) },
+      /^CONFIG_FILE secret of wallet-api/,
+    ],
+    [
+      'a demo secret among rotated ones',
+      { CONFIG_FILE: safeConfigFile({ exchange: [strong(), 'demo-admin-panel-secret-change-me'] }) },
+      /^CONFIG_FILE secret of exchange/,
+    ],
+    [
+      'a secret with the placeholder',
+      { CONFIG_FILE: safeConfigFile({ 'wallet-api': `${strong()}-CHANGE-ME` }) },
+      /^CONFIG_FILE secret of wallet-api/,
+    ],
     ['QR_SIGNING_SECRET unset', { QR_SIGNING_SECRET: undefined }, /^QR_SIGNING_SECRET is unset/],
     ['QR_SIGNING_SECRET of 31 characters', { QR_SIGNING_SECRET: 'q'.repeat(31) }, /^QR_SIGNING_SECRET is shorter than 32/],
     ['ADMIN_TOKEN of 31 characters', { ADMIN_TOKEN: 'a'.repeat(31) }, /^ADMIN_TOKEN is shorter than 32/],
@@ -66,7 +78,11 @@ describe('production refuses unsafe settings', () => {
 
   it('never names the value of a secret', () => {
     const leaked = 'x'.repeat(10);
-    const problems = problemsWith({ ADMIN_TOKEN: leaked, QR_SIGNING_SECRET: leaked, CONFIG_FILE: safeConfigFile({ 'wallet-api': `${leaked}change-me` }) });
+    const problems = problemsWith({
+      ADMIN_TOKEN: leaked,
+      QR_SIGNING_SECRET: leaked,
+      CONFIG_FILE: safeConfigFile({ 'wallet-api': `${leaked}change-me` }),
+    });
     expect(problems.length).toBeGreaterThan(0);
     expect(problems.join('\n')).not.toContain(leaked);
   });

@@ -8,7 +8,17 @@ import { createPspWorker, type PspWorker } from '../../src/workers/psp-worker.js
 import { demoConfigFile, startTestApp, type TestApp } from '../support/app.js';
 import { balanceOf, expectLedgerInvariants } from '../support/invariants.js';
 import { createUser, topUp } from '../support/payments.js';
-import { captureLogger, CREATED_TRAIL, drain, eventsOf, intentOf, payout, registerIpps, testPspSettings, trailOf } from '../support/workers.js';
+import {
+  captureLogger,
+  CREATED_TRAIL,
+  drain,
+  eventsOf,
+  intentOf,
+  payout,
+  registerIpps,
+  testPspSettings,
+  trailOf,
+} from '../support/workers.js';
 
 const PRE_FEE = 700n;
 const POST_FEE = 300n;
@@ -29,15 +39,31 @@ beforeAll(async () => {
     ...demo,
     feeRules: [
       ...(demo.feeRules ?? []),
-      { name: 'payout fee', operationType: 'PSPX_WITHDRAWAL' as const, expression: `[{account: '${REVENUE}', amount: ${PRE_FEE}}]`, timing: 'PRE' as const },
-      { name: 'qr fee', operationType: 'THAI_QR_PAY' as const, expression: `[{account: '${REVENUE}', amount: ${POST_FEE}}]`, timing: 'POST' as const },
+      {
+        name: 'payout fee',
+        operationType: 'PSPX_WITHDRAWAL' as const,
+        expression: `[{account: '${REVENUE}', amount: ${PRE_FEE}}]`,
+        timing: 'PRE' as const,
+      },
+      {
+        name: 'qr fee',
+        operationType: 'THAI_QR_PAY' as const,
+        expression: `[{account: '${REVENUE}', amount: ${POST_FEE}}]`,
+        timing: 'POST' as const,
+      },
     ],
   };
   // 200 ms: a held confirm (9998, 9997) becomes a real client-side time-out quickly.
   t = await startTestApp({ file, pspx: { timeoutMs: 200 } });
   client = createPspxClient({ baseUrl: t.pspxSimulator.url, timeoutMs: 200, backoffBaseMs: 1, backoffCapMs: 5 });
   psp = createPspWorker({ db: t.db, pspx: client, log, settings: testPspSettings });
-  outbox = createOutboxWorker({ db: t.db, ledger: t.ledger, publisher: new StatusPublisher(t.broker, log), log, settings: { ...OUTBOX_DEFAULTS, backoffBaseMs: 1 } });
+  outbox = createOutboxWorker({
+    db: t.db,
+    ledger: t.ledger,
+    publisher: new StatusPublisher(t.broker, log),
+    log,
+    settings: { ...OUTBOX_DEFAULTS, backoffBaseMs: 1 },
+  });
   await createUser(t, 601);
   await registerIpps(t, 601);
   await topUp(t, 601, 10_000_000);
@@ -102,7 +128,12 @@ describe('PSP worker and outbox over HTTP against the simulator', () => {
     await drain(psp, outbox);
     expect((await intentOf(t, id)).status).toBe('SETTLED');
     const after = await snapshot();
-    expect({ user: after.user - before.user, nostro: after.nostro - before.nostro, revenue: after.revenue - before.revenue, partner: after.partner - before.partner }).toEqual({
+    expect({
+      user: after.user - before.user,
+      nostro: after.nostro - before.nostro,
+      revenue: after.revenue - before.revenue,
+      partner: after.partner - before.partner,
+    }).toEqual({
       user: -10_000n,
       nostro: 10_000n - POST_FEE,
       revenue: POST_FEE,
@@ -132,7 +163,12 @@ describe('PSP worker and outbox over HTTP against the simulator', () => {
 
     expect(await intentOf(t, id)).toMatchObject({ status: 'FAILED', failureReason: 'receiver_rejected' });
     const events = await eventsOf(t, id);
-    expect(events.map((e) => [e.statusFrom, e.statusTo])).toEqual([...CREATED_TRAIL, ['NEW', 'QUERY_PENDING'], ['QUERY_PENDING', 'FAILED'], ['AUTHORIZED', 'FAILED']]);
+    expect(events.map((e) => [e.statusFrom, e.statusTo])).toEqual([
+      ...CREATED_TRAIL,
+      ['NEW', 'QUERY_PENDING'],
+      ['QUERY_PENDING', 'FAILED'],
+      ['AUTHORIZED', 'FAILED'],
+    ]);
     expect(events.slice(-2).map((e) => e.reason)).toEqual(['receiver_rejected', 'receiver_rejected']);
     expect(sim().confirmsReceived(id)).toBe(0);
     expect(await snapshot()).toEqual(before);
@@ -204,12 +240,22 @@ describe('PSP worker and outbox over HTTP against the simulator', () => {
       payload: JSON.stringify({ resolution: 'CONFIRMED' }),
     });
     expect(resolved.statusCode, resolved.body).toBe(200);
-    expect(resolved.json()).toEqual({ intentId: id, previousStatus: 'MANUAL_REVIEW', status: 'MANUAL_REVIEW', resolution: 'CONFIRMED', queuedJob: 'post_pending' });
+    expect(resolved.json()).toEqual({
+      intentId: id,
+      previousStatus: 'MANUAL_REVIEW',
+      status: 'MANUAL_REVIEW',
+      resolution: 'CONFIRMED',
+      queuedJob: 'post_pending',
+    });
     await drain(psp, outbox);
 
     expect((await intentOf(t, id)).status).toBe('SETTLED');
     const last = (await eventsOf(t, id)).at(-1);
-    expect([last?.statusFrom, last?.statusTo, last?.payload]).toEqual(['MANUAL_REVIEW', 'SETTLED', { resolution: 'CONFIRMED', resolvedBy: 'admin-token' }]);
+    expect([last?.statusFrom, last?.statusTo, last?.payload]).toEqual([
+      'MANUAL_REVIEW',
+      'SETTLED',
+      { resolution: 'CONFIRMED', resolvedBy: 'admin-token' },
+    ]);
     expect(sim().confirmsReceived(id)).toBe(1);
     const after = await snapshot();
     expect([after.user - before.user, after.nostro - before.nostro, after.transit]).toEqual([-(2000n + PRE_FEE), 2000n, 0n]);
@@ -221,14 +267,26 @@ describe('PSP worker and outbox over HTTP against the simulator', () => {
     await drain(psp, outbox);
     expect((await intentOf(t, id)).status).toBe('MANUAL_REVIEW');
 
-    const resolved = await t.call('POST', `/admin/intents/${id}/resolve`, { service: 'admin-tool', body: { resolution: 'FAILED', reason: 'provider says not paid' } });
+    const resolved = await t.call('POST', `/admin/intents/${id}/resolve`, {
+      service: 'admin-tool',
+      body: { resolution: 'FAILED', reason: 'provider says not paid' },
+    });
     expect(resolved.statusCode, resolved.body).toBe(200);
-    expect(resolved.json()).toEqual({ intentId: id, previousStatus: 'MANUAL_REVIEW', status: 'FAILED', resolution: 'FAILED', queuedJob: 'void_pending' });
+    expect(resolved.json()).toEqual({
+      intentId: id,
+      previousStatus: 'MANUAL_REVIEW',
+      status: 'FAILED',
+      resolution: 'FAILED',
+      queuedJob: 'void_pending',
+    });
     expect(await intentOf(t, id)).toMatchObject({ status: 'FAILED', failureReason: 'provider says not paid' });
     await drain(psp, outbox);
 
     const trail = await trailOf(t, id);
-    expect(trail.slice(-2)).toEqual([['INQUIRING', 'MANUAL_REVIEW'], ['MANUAL_REVIEW', 'FAILED']]);
+    expect(trail.slice(-2)).toEqual([
+      ['INQUIRING', 'MANUAL_REVIEW'],
+      ['MANUAL_REVIEW', 'FAILED'],
+    ]);
     const { rows } = await t.db.query('SELECT 1 FROM outbox WHERE intent_id = $1 AND done_at IS NULL', [id]);
     expect(rows).toHaveLength(0);
     expect(await snapshot()).toEqual(before);
@@ -289,7 +347,10 @@ describe('PSP worker and outbox over HTTP against the simulator', () => {
     const id = await payout(t, 601, '0812344444', 1200);
     while ((await psp.runOnce()) > 0);
     expect((await pspColumns(id))?.psp_state).toBe('CONFIRMED');
-    await t.db.query("UPDATE ledger_transfers SET expires_at = now() - interval '1 second' WHERE id = (SELECT transfer_ids[1] FROM intents WHERE id = $1)", [id]);
+    await t.db.query(
+      "UPDATE ledger_transfers SET expires_at = now() - interval '1 second' WHERE id = (SELECT transfer_ids[1] FROM intents WHERE id = $1)",
+      [id],
+    );
 
     const run = await outbox.runOnce();
     expect(run).toMatchObject({ leader: true, jobsDone: 1, expired: 1 });
@@ -306,7 +367,11 @@ describe('POST /admin/intents/{id}/resolve errors', () => {
     t.call('POST', `/admin/intents/${id}/resolve`, { body, ...options });
 
   it('401 without a signature or with a wrong bearer token', async () => {
-    const unsigned = await t.app.inject({ method: 'POST', url: `/admin/intents/${randomUUID()}/resolve`, payload: { resolution: 'FAILED' } });
+    const unsigned = await t.app.inject({
+      method: 'POST',
+      url: `/admin/intents/${randomUUID()}/resolve`,
+      payload: { resolution: 'FAILED' },
+    });
     expect(unsigned.statusCode).toBe(401);
     const wrongToken = await t.app.inject({
       method: 'POST',
@@ -372,7 +437,10 @@ describe('POST /admin/intents/{id}/resolve errors', () => {
     expect(again.json()).toMatchObject({ status: 'MANUAL_REVIEW', queuedJob: 'post_pending' });
     const late = await resolve(id, { resolution: 'FAILED' }, { service: 'admin-tool' });
     expect([late.statusCode, late.json().error]).toEqual([409, 'CONFLICT']);
-    const { rows } = await t.db.query<{ n: bigint }>("SELECT count(*)::bigint AS n FROM outbox WHERE intent_id = $1 AND kind = 'post_pending'", [id]);
+    const { rows } = await t.db.query<{ n: bigint }>(
+      "SELECT count(*)::bigint AS n FROM outbox WHERE intent_id = $1 AND kind = 'post_pending'",
+      [id],
+    );
     expect(rows[0]?.n).toBe(1n);
     await drain(psp, outbox);
     expect((await intentOf(t, id)).status).toBe('SETTLED');

@@ -89,7 +89,10 @@ describe('idempotency on the intent id', () => {
     const intentId = randomUUID();
     const first = await client().inquiry(intentId, 100n, receiver('0822222222'));
     expect(await client().inquiry(intentId, 100n, receiver('0822222222'))).toEqual(first);
-    expect(await client().inquiry(intentId, 101n, receiver('0822222222'))).toEqual({ kind: 'rejected', reason: 'intent_parameters_mismatch' });
+    expect(await client().inquiry(intentId, 101n, receiver('0822222222'))).toEqual({
+      kind: 'rejected',
+      reason: 'intent_parameters_mismatch',
+    });
   });
 
   it('a confirm with an unknown inquiry reference is rejected; an intent never confirmed is not found', async () => {

@@ -95,7 +95,10 @@ async function stuckIntent(spec: Stuck): Promise<string> {
 }
 
 async function statusOf(id: string): Promise<{ status: string; failure_reason: string | null }> {
-  const { rows } = await t.db.query<{ status: string; failure_reason: string | null }>('SELECT status, failure_reason FROM intents WHERE id = $1', [id]);
+  const { rows } = await t.db.query<{ status: string; failure_reason: string | null }>(
+    'SELECT status, failure_reason FROM intents WHERE id = $1',
+    [id],
+  );
   if (rows[0] === undefined) throw new Error(`no intent ${id}`);
   return rows[0];
 }
@@ -113,12 +116,31 @@ describe('startup reconciliation', () => {
     const authorizedBare = await stuckIntent({ status: 'AUTHORIZED', ageS: 600, reserve: false });
     const validated = await stuckIntent({ status: 'VALIDATED', ageS: 600, reserve: false });
     const young = await stuckIntent({ status: 'AUTHORIZED', ageS: 10, reserve: true, amount: 700n });
-    const invoice = await stuckIntent({ status: 'CREATED', channel: 'MERCHANT_INVOICE', operationType: 'INVOICE_PAYMENT', ageS: 600, reserve: false });
-    const pspx = await stuckIntent({ status: 'AUTHORIZED', channel: 'PSPX_TRANSFER', operationType: 'PSPX_WITHDRAWAL', ageS: 600, reserve: true, amount: 900n });
+    const invoice = await stuckIntent({
+      status: 'CREATED',
+      channel: 'MERCHANT_INVOICE',
+      operationType: 'INVOICE_PAYMENT',
+      ageS: 600,
+      reserve: false,
+    });
+    const pspx = await stuckIntent({
+      status: 'AUTHORIZED',
+      channel: 'PSPX_TRANSFER',
+      operationType: 'PSPX_WITHDRAWAL',
+      ageS: 600,
+      reserve: true,
+      amount: 900n,
+    });
     expect(await pendingDebits('user.801.THB')).toBe(pendingBefore + 1500n + 700n + 900n);
 
     const log = captureLogger();
-    const failed = await reconcileStuckIntents({ db: t.db, ledger: t.ledger, publisher: new StatusPublisher(t.broker, log), log, ageS: 300 });
+    const failed = await reconcileStuckIntents({
+      db: t.db,
+      ledger: t.ledger,
+      publisher: new StatusPublisher(t.broker, log),
+      log,
+      ageS: 300,
+    });
 
     expect(new Set(failed)).toEqual(new Set([authorizedReserved, authorizedBare, validated]));
     for (const id of failed) {
@@ -137,15 +159,25 @@ describe('startup reconciliation', () => {
     expect(log.events('intent_reconciled')).toHaveLength(3);
 
     // A second start (or a second instance) finds nothing left to do.
-    expect(await reconcileStuckIntents({ db: t.db, ledger: t.ledger, publisher: new StatusPublisher(t.broker, log), log, ageS: 300 })).toEqual([]);
+    expect(
+      await reconcileStuckIntents({ db: t.db, ledger: t.ledger, publisher: new StatusPublisher(t.broker, log), log, ageS: 300 }),
+    ).toEqual([]);
 
     // Leave no money held for the next tests: the young one ages out, the PSPX one is the worker's.
     await t.db.query("UPDATE intents SET created_at = now() - interval '1 hour' WHERE id = $1", [young]);
-    expect(await reconcileStuckIntents({ db: t.db, ledger: t.ledger, publisher: new StatusPublisher(t.broker, log), log, ageS: 300 })).toEqual([young]);
+    expect(
+      await reconcileStuckIntents({ db: t.db, ledger: t.ledger, publisher: new StatusPublisher(t.broker, log), log, ageS: 300 }),
+    ).toEqual([young]);
     await t.db.query("UPDATE intents SET status = 'MANUAL_REVIEW', psp_state = 'MANUAL_REVIEW' WHERE id = $1", [pspx]);
     const resolved = await t.call('POST', `/admin/intents/${pspx}/resolve`, { service: 'admin-tool', body: { resolution: 'FAILED' } });
     expect(resolved.statusCode).toBe(200);
-    const outbox = createOutboxWorker({ db: t.db, ledger: t.ledger, publisher: new StatusPublisher(t.broker, log), log, settings: OUTBOX_DEFAULTS });
+    const outbox = createOutboxWorker({
+      db: t.db,
+      ledger: t.ledger,
+      publisher: new StatusPublisher(t.broker, log),
+      log,
+      settings: OUTBOX_DEFAULTS,
+    });
     expect(await outbox.runOnce()).toMatchObject({ leader: true, jobsDone: 1 });
     await outbox.stop();
     expect(await pendingDebits('user.801.THB')).toBe(pendingBefore);
@@ -156,7 +188,13 @@ describe('balance monitor', () => {
   const log = captureLogger();
   const client = () => createPspxClient({ baseUrl: t.pspxSimulator.url, backoffBaseMs: 1, backoffCapMs: 2 });
   const monitor = (settings: Partial<BalanceMonitorSettings> = {}) =>
-    createBalanceMonitor({ db: t.db, ledger: t.ledger, pspx: client(), log, settings: { ...BALANCE_MONITOR_DEFAULTS, driftThreshold: 10_000n, ...settings } });
+    createBalanceMonitor({
+      db: t.db,
+      ledger: t.ledger,
+      pspx: client(),
+      log,
+      settings: { ...BALANCE_MONITOR_DEFAULTS, driftThreshold: 10_000n, ...settings },
+    });
   const lastEvent = () => log.lines.filter((line) => typeof line.bindings.event === 'string').at(-1)?.bindings;
 
   it('captures the baseline at the first quiet reading and logs balance_ok', async () => {
@@ -164,12 +202,22 @@ describe('balance monitor', () => {
     const reading = await monitor().runOnce();
     expect(reading).toMatchObject({ event: 'balance_ok', difference: 0n, low: false });
     expect(log.events('balance_baseline_captured')).toHaveLength(1);
-    expect(lastEvent()).toMatchObject({ event: 'balance_ok', difference: '0', partnerBalance: t.pspxSimulator.simulator.balance.toString() });
+    expect(lastEvent()).toMatchObject({
+      event: 'balance_ok',
+      difference: '0',
+      partnerBalance: t.pspxSimulator.simulator.balance.toString(),
+    });
   });
 
   it('a payout paid by the provider but not yet booked is inside the range; once booked the range closes again', async () => {
     const psp = createPspWorker({ db: t.db, pspx: client(), log, settings: testPspSettings });
-    const outbox = createOutboxWorker({ db: t.db, ledger: t.ledger, publisher: new StatusPublisher(t.broker, log), log, settings: OUTBOX_DEFAULTS });
+    const outbox = createOutboxWorker({
+      db: t.db,
+      ledger: t.ledger,
+      publisher: new StatusPublisher(t.broker, log),
+      log,
+      settings: OUTBOX_DEFAULTS,
+    });
     try {
       const id = await payout(t, 803, '0812348888', 50_000);
       while ((await psp.runOnce()) > 0);
@@ -206,7 +254,10 @@ describe('balance monitor', () => {
     const floor = t.pspxSimulator.simulator.balance + 1n;
     const reading = await monitor({ lowBalanceFloor: floor }).runOnce();
     expect(reading).toMatchObject({ event: 'balance_ok', low: true });
-    expect(log.events('low_partner_balance').at(-1)?.bindings).toMatchObject({ floor: floor.toString(), partnerBalance: (floor - 1n).toString() });
+    expect(log.events('low_partner_balance').at(-1)?.bindings).toMatchObject({
+      floor: floor.toString(),
+      partnerBalance: (floor - 1n).toString(),
+    });
   });
 
   it('balance_skipped when the provider does not answer', async () => {

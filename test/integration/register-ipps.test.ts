@@ -22,7 +22,11 @@ const customer = {
 };
 
 const register = (user: number | string | undefined, body: unknown = customer, service?: string) =>
-  t.call('POST', '/accounts/register-ipps', { body, ...(user === undefined ? {} : { user }), ...(service === undefined ? {} : { service }) });
+  t.call('POST', '/accounts/register-ipps', {
+    body,
+    ...(user === undefined ? {} : { user }),
+    ...(service === undefined ? {} : { service }),
+  });
 
 async function openWallet(userId: number) {
   const res = await t.call('POST', '/accounts', { user: userId, body: { userId, currency: 'THB' } });
@@ -79,12 +83,15 @@ describe('POST /accounts/register-ipps', () => {
     expect(res.json().error).toBe('BAD_REQUEST');
   });
 
-  it.each(['nfc-terminal', 'mobile-gateway', 'admin-tool'])('answers 403 FORBIDDEN to %s, whose key has neither PSPX operation type', async (service) => {
-    await openWallet(600 + ['nfc-terminal', 'mobile-gateway', 'admin-tool'].indexOf(service));
-    const res = await register(600 + ['nfc-terminal', 'mobile-gateway', 'admin-tool'].indexOf(service), customer, service);
-    expect(res.statusCode).toBe(403);
-    expect(res.json().error).toBe('FORBIDDEN');
-  });
+  it.each(['nfc-terminal', 'mobile-gateway', 'admin-tool'])(
+    'answers 403 FORBIDDEN to %s, whose key has neither PSPX operation type',
+    async (service) => {
+      await openWallet(600 + ['nfc-terminal', 'mobile-gateway', 'admin-tool'].indexOf(service));
+      const res = await register(600 + ['nfc-terminal', 'mobile-gateway', 'admin-tool'].indexOf(service), customer, service);
+      expect(res.statusCode).toBe(403);
+      expect(res.json().error).toBe('FORBIDDEN');
+    },
+  );
 
   it('answers 404 NOT_FOUND when the user has no THB wallet, without calling the provider', async () => {
     const registrations = t.pspxSimulator.simulator.stats.registrations;

@@ -49,7 +49,12 @@ describe('request signatures', () => {
     const body = JSON.stringify(p2p());
     const captured = signedHeaders('wallet-api', secret, 'POST', '/intents', body, { userId: PAYER });
     const send = (url: string, payload: string, method: 'POST' | 'GET' = 'POST') =>
-      t.app.inject({ method, url, headers: { ...captured, 'content-type': 'application/json' }, ...(method === 'POST' ? { payload } : {}) });
+      t.app.inject({
+        method,
+        url,
+        headers: { ...captured, 'content-type': 'application/json' },
+        ...(method === 'POST' ? { payload } : {}),
+      });
 
     const otherBody = JSON.stringify({ ...JSON.parse(body), amount: 999_999 });
     for (const res of [
@@ -82,7 +87,18 @@ describe('request signatures', () => {
     const path = `/accounts/user.${PAYER}.THB/balance`;
     const good = signedHeaders('wallet-api', secret, 'GET', path, '');
     const sig = good['x-signature'] ?? '';
-    const variants = [sig.toUpperCase(), sig.slice(0, 63), `${sig}0`, `${sig}00`, sig.slice(0, 32), '', 'zz'.repeat(32), `${sig.slice(0, 62)}==`, ` ${sig}`, 'a'.repeat(10_000)];
+    const variants = [
+      sig.toUpperCase(),
+      sig.slice(0, 63),
+      `${sig}0`,
+      `${sig}00`,
+      sig.slice(0, 32),
+      '',
+      'zz'.repeat(32),
+      `${sig.slice(0, 62)}==`,
+      ` ${sig}`,
+      'a'.repeat(10_000),
+    ];
     for (const signature of variants) {
       const res = await t.app.inject({ method: 'GET', url: path, headers: { ...good, 'x-signature': signature } });
       expect({ signature: signature.slice(0, 70), status: res.statusCode }).toEqual({ signature: signature.slice(0, 70), status: 401 });
@@ -120,7 +136,12 @@ describe('tenant isolation', () => {
   it("another service's intent is invisible: 404 on read, events and stream; 404 INTENT_NOT_FOUND on confirm and cancel", async () => {
     const invoice = await t.call('POST', '/intents', {
       user: MERCHANT,
-      body: { idempotencyKey: randomUUID(), operationType: 'INVOICE_PAYMENT', amount: 1_000, toLedgerAccountId: ledgerAccountId(MERCHANT_ACCOUNT) },
+      body: {
+        idempotencyKey: randomUUID(),
+        operationType: 'INVOICE_PAYMENT',
+        amount: 1_000,
+        toLedgerAccountId: ledgerAccountId(MERCHANT_ACCOUNT),
+      },
     });
     expect(invoice.statusCode, invoice.body).toBe(201);
     const settled = await t.call('POST', '/intents', { user: PAYER, body: p2p() });
@@ -130,16 +151,29 @@ describe('tenant isolation', () => {
       for (const service of ['nfc-terminal', 'mobile-gateway', 'exchange', 'admin-panel']) {
         for (const path of [`/intents/${id}`, `/intents/${id}/events`, `/intents/${id}/stream`]) {
           const res = await t.call('GET', path, { service });
-          expect({ service, path, status: res.statusCode, error: res.json().error }).toEqual({ service, path, status: 404, error: 'NOT_FOUND' });
+          expect({ service, path, status: res.statusCode, error: res.json().error }).toEqual({
+            service,
+            path,
+            status: 404,
+            error: 'NOT_FOUND',
+          });
         }
         const confirm = await t.call('POST', `/intents/${id}/confirm`, {
           service,
           user: PAYER,
           body: { payerLedgerAccountId: ledgerAccountId(`user.${PAYER}.THB`), payerUserId: PAYER, idempotencyKey: randomUUID() },
         });
-        expect({ service, status: confirm.statusCode, error: confirm.json().error }).toEqual({ service, status: 404, error: 'INTENT_NOT_FOUND' });
+        expect({ service, status: confirm.statusCode, error: confirm.json().error }).toEqual({
+          service,
+          status: 404,
+          error: 'INTENT_NOT_FOUND',
+        });
         const cancel = await t.call('POST', `/intents/${id}/cancel`, { service, user: 0, body: { reason: 'not yours' } });
-        expect({ service, status: cancel.statusCode, error: cancel.json().error }).toEqual({ service, status: 404, error: 'INTENT_NOT_FOUND' });
+        expect({ service, status: cancel.statusCode, error: cancel.json().error }).toEqual({
+          service,
+          status: 404,
+          error: 'INTENT_NOT_FOUND',
+        });
       }
     }
     // Untouched: still open for its owner.
@@ -165,20 +199,29 @@ describe('account override patterns match whole names only', () => {
       `user.${PAYER}.THB\u0000system.equity.THB`,
       `user.${PAYER}.ＴＨＢ`,
       `USER.${PAYER}.THB`,
-      'merchant.1.THB\' OR \'1\'=\'1',
+      "merchant.1.THB' OR '1'='1",
     ];
     for (const fromAccountName of tricks) {
       const res = await t.call('POST', '/intents', { user: PAYER, body: { ...p2p(), fromAccountName, recipientUserId: PAYEE } });
       expect({ name: fromAccountName, status: res.statusCode }).toMatchObject({ name: fromAccountName });
       expect([400, 403, 422], `${JSON.stringify(fromAccountName)}: ${res.body}`).toContain(res.statusCode);
-      const toRes = await t.call('POST', '/intents', { user: PAYER, body: { ...p2p(), toAccountName: fromAccountName, recipientUserId: undefined } });
+      const toRes = await t.call('POST', '/intents', {
+        user: PAYER,
+        body: { ...p2p(), toAccountName: fromAccountName, recipientUserId: undefined },
+      });
       expect([400, 403, 422], `${JSON.stringify(fromAccountName)} as toAccountName: ${toRes.body}`).toContain(toRes.statusCode);
     }
     // The panel's wide pattern still ends at the name: a second name after a newline does not ride along.
     const panel = await t.call('POST', '/intents', {
       service: 'admin-panel',
       user: 0,
-      body: { idempotencyKey: randomUUID(), operationType: 'ADMIN_TRANSFER', amount: 100, fromAccountName: 'system.equity.THB\nuser.1.THB', toAccountName: `user.${PAYEE}.THB` },
+      body: {
+        idempotencyKey: randomUUID(),
+        operationType: 'ADMIN_TRANSFER',
+        amount: 100,
+        fromAccountName: 'system.equity.THB\nuser.1.THB',
+        toAccountName: `user.${PAYEE}.THB`,
+      },
     });
     expect([400, 403, 422], panel.body).toContain(panel.statusCode);
     expect(await balance(t, 'system.equity.THB')).toBe(before);
@@ -190,7 +233,7 @@ describe('account override patterns match whole names only', () => {
 describe('fee expressions stay in the sandbox', () => {
   const escapes = [
     "this.constructor.constructor('return process')().exit(1)",
-    "(function(){ return this })().process.env",
+    '(function(){ return this })().process.env',
     "Function('return globalThis.process')().mainModule.require('fs').readFileSync('/etc/passwd')",
     "require('child_process').execSync('id')",
     "import('node:fs')",
@@ -204,8 +247,8 @@ describe('fee expressions stay in the sandbox', () => {
     // (or, between calls, by the sandbox's own deadline), never answered late.
     "(() => { let n = 0; for (let i = 0; i < 200; i++) { new Array(1e6).fill(1); n++; } return [{account: 'system.revenue.THB', amount: n}] })()",
     'while (true) {}',
-    "(function f() { return f() + 1 })()",
-    "new Array(2 ** 32 - 1).fill(0)",
+    '(function f() { return f() + 1 })()',
+    'new Array(2 ** 32 - 1).fill(0)',
   ];
 
   it('dry-run: escapes, memory exhaustion and endless loops answer 422 EVAL_ERROR within a bound; the service goes on', async () => {
@@ -218,7 +261,8 @@ describe('fee expressions stay in the sandbox', () => {
       const elapsedMs = Date.now() - started;
       // The prototype-pollution expression is valid inside its own realm; it may answer 200, but nothing leaks out.
       if (expression.includes('polluted')) expect([200, 422], res.body).toContain(res.statusCode);
-      else expect({ expression, status: res.statusCode, error: res.json().error }).toEqual({ expression, status: 422, error: 'EVAL_ERROR' });
+      else
+        expect({ expression, status: res.statusCode, error: res.json().error }).toEqual({ expression, status: 422, error: 'EVAL_ERROR' });
       expect(elapsedMs, expression).toBeLessThan(EXPRESSION_ANSWER_MS_MAX);
       expect(res.body).not.toMatch(/root:x:0|uid=\d|PATH=/);
     }
@@ -226,7 +270,10 @@ describe('fee expressions stay in the sandbox', () => {
     expect(process.exitCode ?? 0).toBe(0);
     const ok = await t.call('POST', '/admin/fee-rules/dry-run', {
       service: 'admin-tool',
-      body: { expression: "[{account: 'system.revenue.THB', amount: amount / 100}]", context: { operationType: 'P2P_TRANSFER', amount: 1_000, currency: 'THB' } },
+      body: {
+        expression: "[{account: 'system.revenue.THB', amount: amount / 100}]",
+        context: { operationType: 'P2P_TRANSFER', amount: 1_000, currency: 'THB' },
+      },
     });
     expect(ok.statusCode, ok.body).toBe(200);
     expect(ok.json()).toEqual({ splits: [{ account: 'system.revenue.THB', amount: '10' }], totalFee: '10' });
@@ -256,7 +303,11 @@ describe('fee expressions stay in the sandbox', () => {
 describe('hostile path parameters and account names are data', () => {
   it('SQL and path-traversal payloads answer 4xx and change nothing', async () => {
     const counts = async () =>
-      (await t.db.query<{ accounts: bigint; intents: bigint }>('SELECT (SELECT count(*) FROM accounts)::bigint AS accounts, (SELECT count(*) FROM intents)::bigint AS intents')).rows[0];
+      (
+        await t.db.query<{ accounts: bigint; intents: bigint }>(
+          'SELECT (SELECT count(*) FROM accounts)::bigint AS accounts, (SELECT count(*) FROM intents)::bigint AS intents',
+        )
+      ).rows[0];
     const before = await counts();
     const payloads = [
       "user.1.THB'; DROP TABLE accounts;--",
@@ -270,7 +321,13 @@ describe('hostile path parameters and account names are data', () => {
     ];
     for (const payload of payloads) {
       const name = encodeURIComponent(payload);
-      for (const path of [`/accounts/${name}/balance`, `/accounts/${name}/transactions`, `/intents/${name}`, `/intents/${name}/events`, `/admin/intents/${name}`]) {
+      for (const path of [
+        `/accounts/${name}/balance`,
+        `/accounts/${name}/transactions`,
+        `/intents/${name}`,
+        `/intents/${name}/events`,
+        `/admin/intents/${name}`,
+      ]) {
         const res = await t.call('GET', path, { service: path.startsWith('/admin') ? 'admin-tool' : 'wallet-api' });
         // The history of an unknown name is an empty list (docs/rules.md R34), everything else a 4xx.
         if (path.endsWith('/transactions') && res.statusCode === 200) expect(res.json().transactions).toEqual([]);
@@ -282,7 +339,10 @@ describe('hostile path parameters and account names are data', () => {
     const listing = await t.call('GET', `/accounts/${encodeURIComponent("' OR '1'='1")}/transactions`);
     expect(listing.statusCode === 200 ? listing.json().transactions : []).toEqual([]);
     expect(await counts()).toEqual(before);
-    const res = await t.call('POST', '/accounts', { user: PAYER, body: { userId: "1; DROP TABLE accounts" as unknown as number, currency: 'THB' } });
+    const res = await t.call('POST', '/accounts', {
+      user: PAYER,
+      body: { userId: '1; DROP TABLE accounts' as unknown as number, currency: 'THB' },
+    });
     expect(res.statusCode).toBe(422);
     expect(await counts()).toEqual(before);
   });
@@ -300,7 +360,12 @@ describe('logs', () => {
       t.app.inject({ method: 'GET', url: path, headers: { ...good, 'x-timestamp': '1' } }),
       t.app.inject({ method: 'GET', url: '/admin/intents', headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }),
       t.app.inject({ method: 'GET', url: '/admin/intents', headers: { authorization: `Bearer ${ADMIN_TOKEN}-wrong` } }),
-      t.app.inject({ method: 'POST', url: '/admin/fee-rules/dry-run', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, payload: '{"expression":"throw new Error(1)","context":{}}' }),
+      t.app.inject({
+        method: 'POST',
+        url: '/admin/fee-rules/dry-run',
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+        payload: '{"expression":"throw new Error(1)","context":{}}',
+      }),
       // Another payer: two payments of one payer at once would meet the payer lock (409) instead.
       t.call('POST', '/intents', { user: PAYEE, body: { ...p2p(10_000_000_000), recipientUserId: PAYER } }),
       t.call('POST', '/intents', { user: PAYER, body: p2p() }),

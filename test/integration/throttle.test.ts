@@ -35,11 +35,21 @@ async function addLimitedService(app: TestApp): Promise<void> {
 }
 
 const pay = (app: TestApp, service = LIMITED) =>
-  app.call('POST', '/intents', { service, user: PAYER, body: intentBody({ operationType: 'P2P_TRANSFER', amount: 1, recipientUserId: PAYEE }) });
+  app.call('POST', '/intents', {
+    service,
+    user: PAYER,
+    body: intentBody({ operationType: 'P2P_TRANSFER', amount: 1, recipientUserId: PAYEE }),
+  });
 const intentCount = async (app: TestApp) => (await app.db.query<{ n: bigint }>('SELECT count(*)::bigint AS n FROM intents')).rows[0]?.n;
 const metricValue = async (app: TestApp, line: RegExp) => {
   const text = (await app.app.inject({ method: 'GET', url: '/metrics' })).body;
-  return Number(text.split('\n').find((l) => line.test(l))?.split(' ').at(-1) ?? 0);
+  return Number(
+    text
+      .split('\n')
+      .find((l) => line.test(l))
+      ?.split(' ')
+      .at(-1) ?? 0,
+  );
 };
 
 beforeAll(async () => {
@@ -145,7 +155,11 @@ describe('failed authentications', () => {
 
   it('a forged signature with a valid timestamp is still refused after the slow-down has passed', async () => {
     const headers = signedHeaders('exchange', 'x', 'GET', path, '');
-    const res = await t.app.inject({ method: 'GET', url: path, headers: { ...headers, 'x-signature': signRequest('y', headers['x-timestamp'] ?? '', 'GET', path, '') } });
+    const res = await t.app.inject({
+      method: 'GET',
+      url: path,
+      headers: { ...headers, 'x-signature': signRequest('y', headers['x-timestamp'] ?? '', 'GET', path, '') },
+    });
     expect(res.statusCode).toBe(401);
   });
 });
@@ -195,7 +209,9 @@ describe('when the shared state cannot answer', () => {
       });
       expect(res.statusCode, res.body).toBe(503);
       expect(res.json().error).toBe('SERVICE_UNAVAILABLE');
-      expect((await cut.db.query<{ n: bigint }>("SELECT count(*)::bigint AS n FROM limit_rules WHERE name = 'not stored'")).rows[0]?.n).toBe(0n);
+      expect(
+        (await cut.db.query<{ n: bigint }>("SELECT count(*)::bigint AS n FROM limit_rules WHERE name = 'not stored'")).rows[0]?.n,
+      ).toBe(0n);
     } finally {
       await cut.close();
     }

@@ -5,7 +5,6 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Broker, createMemoryBroker } from '../../src/adapters/broker.js';
 import { type Database, openDatabase } from '../../src/adapters/database.js';
-import { migrate } from '../../src/adapters/migrations.js';
 import { createPspxClient } from '../../src/adapters/pspx/pspx-client.js';
 import { createSimulatorServer, type SimulatorServer } from '../../src/adapters/pspx/pspx-simulator.js';
 import { buildApp } from '../../src/app.js';
@@ -140,9 +139,18 @@ async function inProcessInstance(db: Database, broker: Broker, simulator: Simula
   });
   const url = await app.listen({ port: 0, host: '127.0.0.1' });
   const log = captureLogger();
-  const outbox: OutboxWorker = createOutboxWorker({ db, ledger, publisher: new StatusPublisher(broker, log), log, settings: OUTBOX_DEFAULTS });
+  const outbox: OutboxWorker = createOutboxWorker({
+    db,
+    ledger,
+    publisher: new StatusPublisher(broker, log),
+    log,
+    settings: OUTBOX_DEFAULTS,
+  });
   const psp = createPspWorker({ db, pspx, log, settings: { ...testPspSettings, leaseMs: 2_000 } });
-  const loops: Loop[] = [startLoop('psp', WORKER_INTERVAL_MS, () => psp.runOnce(), log), startLoop('outbox', WORKER_INTERVAL_MS, () => outbox.runOnce(), log)];
+  const loops: Loop[] = [
+    startLoop('psp', WORKER_INTERVAL_MS, () => psp.runOnce(), log),
+    startLoop('outbox', WORKER_INTERVAL_MS, () => outbox.runOnce(), log),
+  ];
   let dead = false;
   return {
     url,
@@ -183,7 +191,14 @@ async function inProcessCluster(): Promise<Cluster> {
 
 async function call(instance: Instance, method: 'GET' | 'POST', path: string, body?: unknown, user?: number) {
   const raw = body === undefined ? '' : JSON.stringify(body);
-  const headers: Record<string, string> = signedHeaders('wallet-api', secret, method, path, raw, user === undefined ? {} : { userId: user });
+  const headers: Record<string, string> = signedHeaders(
+    'wallet-api',
+    secret,
+    method,
+    path,
+    raw,
+    user === undefined ? {} : { userId: user },
+  );
   if (raw !== '') headers['content-type'] = 'application/json';
   const response = await fetch(`${instance.url}${path}`, { method, headers, ...(raw === '' ? {} : { body: raw }) });
   return { status: response.status, body: (await response.json()) as Record<string, unknown> };
@@ -194,7 +209,10 @@ async function streamStatuses(instance: Instance, intentId: string, timeoutMs: n
   const path = `/intents/${intentId}/stream`;
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), timeoutMs);
-  const response = await fetch(`${instance.url}${path}`, { headers: signedHeaders('wallet-api', secret, 'GET', path, ''), signal: controller.signal });
+  const response = await fetch(`${instance.url}${path}`, {
+    headers: signedHeaders('wallet-api', secret, 'GET', path, ''),
+    signal: controller.signal,
+  });
   const statuses: string[] = [];
   try {
     const reader = response.body?.getReader();
@@ -230,7 +248,19 @@ async function balanceOf(instance: Instance, name: string): Promise<bigint> {
 }
 
 async function payout(instance: Instance, receiverAccount: string): Promise<string> {
-  const res = await call(instance, 'POST', '/intents', { idempotencyKey: randomUUID(), operationType: 'PSPX_WITHDRAWAL', amount: 500, live: true, metadata: { ipps: { receiverType: 'MSISDN', receiverAccount } } }, USERS[0]);
+  const res = await call(
+    instance,
+    'POST',
+    '/intents',
+    {
+      idempotencyKey: randomUUID(),
+      operationType: 'PSPX_WITHDRAWAL',
+      amount: 500,
+      live: true,
+      metadata: { ipps: { receiverType: 'MSISDN', receiverAccount } },
+    },
+    USERS[0],
+  );
   expect(res.status, JSON.stringify(res.body)).toBe(201);
   return res.body.intentId as string;
 }
@@ -242,7 +272,9 @@ beforeAll(async () => {
   for (const [index, user] of USERS.entries()) {
     const via = index % 2 === 0 ? a : b;
     expect((await call(via, 'POST', '/accounts', { userId: user, currency: 'THB' }, user)).status).toBe(201);
-    expect((await call(via, 'POST', '/intents', { idempotencyKey: randomUUID(), operationType: 'QP_TOPUP', amount: TOP_UP }, user)).status).toBe(201);
+    expect(
+      (await call(via, 'POST', '/intents', { idempotencyKey: randomUUID(), operationType: 'QP_TOPUP', amount: TOP_UP }, user)).status,
+    ).toBe(201);
   }
   expect((await call(a, 'POST', '/accounts/register-ipps', customer, USERS[0])).status).toBe(201);
 }, 120_000);
@@ -309,7 +341,11 @@ describe(`two instances on one database (${asProcesses ? 'two processes, Postgre
     await leader.kill();
     await waitFor(() => standby.elections() === 1, 15_000, 'the standby to take over');
     const id = await payout(standby, '0810000222');
-    await waitFor(async () => (await call(standby, 'GET', `/intents/${id}`)).body.status === 'SETTLED', SETTLE_MS_MAX, 'the payout to settle under the new leader');
+    await waitFor(
+      async () => (await call(standby, 'GET', `/intents/${id}`)).body.status === 'SETTLED',
+      SETTLE_MS_MAX,
+      'the payout to settle under the new leader',
+    );
     const { rows } = await cluster.db.query<{ n: bigint }>('SELECT count(*)::bigint AS n FROM outbox WHERE done_at IS NULL');
     expect(rows[0]?.n).toBe(0n);
     const audit = await runAudit(cluster.db);

@@ -63,7 +63,11 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('confirm' as const), invoice: fc.nat({ max: 1000 }), payer: user }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('cancel' as const), invoice: fc.nat({ max: 1000 }) }) },
 );
-const groups = fc.array(fc.array(op, { minLength: 1, maxLength: GROUP_SIZE_MAX, size: 'max' }), { minLength: 1, maxLength: GROUPS_MAX, size: 'max' });
+const groups = fc.array(fc.array(op, { minLength: 1, maxLength: GROUP_SIZE_MAX, size: 'max' }), {
+  minLength: 1,
+  maxLength: GROUPS_MAX,
+  size: 'max',
+});
 
 // ---------------------------------------------------------------------------------------------
 // Running them, with what each answer means for the balances
@@ -175,7 +179,12 @@ async function runOp(run: Run, next: Op, invoicesBefore: number, sentBefore: num
       return newIntent(run, USERS[next.from] ?? 0, body, 'P2P_TRANSFER');
     }
     case 'topup':
-      return newIntent(run, USERS[next.user] ?? 0, { idempotencyKey: randomUUID(), operationType: 'QP_TOPUP', amount: next.amount }, 'QP_TOPUP');
+      return newIntent(
+        run,
+        USERS[next.user] ?? 0,
+        { idempotencyKey: randomUUID(), operationType: 'QP_TOPUP', amount: next.amount },
+        'QP_TOPUP',
+      );
     case 'withdraw': {
       const body = { idempotencyKey: randomUUID(), operationType: 'WITHDRAWAL', amount: next.amount, externalRef: `prop-${randomUUID()}` };
       return newIntent(run, USERS[next.user] ?? 0, body, 'WITHDRAWAL');
@@ -185,7 +194,12 @@ async function runOp(run: Run, next: Op, invoicesBefore: number, sentBefore: num
       return target === undefined ? undefined : replay(run, target, next.change);
     }
     case 'issue': {
-      const body = { idempotencyKey: randomUUID(), operationType: 'INVOICE_PAYMENT', amount: next.amount, toLedgerAccountId: ledgerAccountId(MERCHANT_ACCOUNT) };
+      const body = {
+        idempotencyKey: randomUUID(),
+        operationType: 'INVOICE_PAYMENT',
+        amount: next.amount,
+        toLedgerAccountId: ledgerAccountId(MERCHANT_ACCOUNT),
+      };
       const res = await t.call('POST', '/intents', { user: MERCHANT, body });
       expectStatus(res, [201], 'invoice issue');
       run.invoices.push({ id: res.json().intentId as string, amount: next.amount });

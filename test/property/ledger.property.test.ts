@@ -102,7 +102,14 @@ const op: fc.Arbitrary<Op> = fc.oneof(
     }),
   },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('duplicate' as const), target: fc.nat({ max: 1000 }), change: fc.boolean() }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('account' as const), index: fc.integer({ min: 0, max: POOL_SIZE - 1 }), guarded: fc.boolean() }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('account' as const),
+      index: fc.integer({ min: 0, max: POOL_SIZE - 1 }),
+      guarded: fc.boolean(),
+    }),
+  },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('advance' as const), steps: fc.constantFrom(1, 2) }) },
   { weight: 1, arbitrary: fc.constant({ kind: 'sweep' as const }) },
 );
@@ -152,7 +159,9 @@ const RESOLVING = TransferFlags.postPendingTransfer | TransferFlags.voidPendingT
 function applyOne(state: ModelState, e: TransferInput): CreateTransferError | null {
   const existing = state.transfers.get(e.id);
   if (existing !== undefined) return compareStored(state, e, existing);
-  const kinds = [TransferFlags.pending, TransferFlags.postPendingTransfer, TransferFlags.voidPendingTransfer].filter((f) => (e.flags & f) !== 0);
+  const kinds = [TransferFlags.pending, TransferFlags.postPendingTransfer, TransferFlags.voidPendingTransfer].filter(
+    (f) => (e.flags & f) !== 0,
+  );
   if (kinds.length > 1) return 'flags_are_mutually_exclusive';
   return (e.flags & RESOLVING) !== 0 ? applyResolve(state, e) : applyNew(state, e);
 }
@@ -287,7 +296,13 @@ function applySingle(state: ModelState, batch: readonly TransferInput[], index: 
   return state;
 }
 
-function applyChain(state: ModelState, batch: readonly TransferInput[], start: number, end: number, results: CreateTransferResult[]): ModelState {
+function applyChain(
+  state: ModelState,
+  batch: readonly TransferInput[],
+  start: number,
+  end: number,
+  results: CreateTransferResult[],
+): ModelState {
   const trial = cloneState(state);
   const chain: CreateTransferResult[] = [];
   for (let index = start; index <= end; index += 1) {
@@ -297,7 +312,8 @@ function applyChain(state: ModelState, batch: readonly TransferInput[], start: n
     if (reason === 'exists') {
       chain.push({ index, result: reason });
     } else if (reason !== null) {
-      for (let other = start; other <= end; other += 1) results.push({ index: other, result: other === index ? reason : 'linked_event_failed' });
+      for (let other = start; other <= end; other += 1)
+        results.push({ index: other, result: other === index ? reason : 'linked_event_failed' });
       // The rollback undid the expiry that found the reservation timed out; it is redone outside the chain.
       const pending = reason === 'pending_transfer_expired' ? state.transfers.get(event.pendingId ?? '') : undefined;
       if (pending !== undefined && isDue(state, pending)) expire(state, pending);
@@ -352,7 +368,10 @@ async function submit(run: Run, batch: TransferInput[]): Promise<void> {
   const actual = await ledger.createTransfers(db, batch);
   for (const { result } of actual) seen.set(result, (seen.get(result) ?? 0) + 1);
   seen.set('applied', (seen.get('applied') ?? 0) + batch.length - actual.length);
-  expect(actual, JSON.stringify(batch, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))).toEqual(expected.results);
+  expect(
+    actual,
+    JSON.stringify(batch, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)),
+  ).toEqual(expected.results);
 }
 
 async function createAccount(run: Run, index: number, guarded: boolean): Promise<void> {
@@ -370,11 +389,11 @@ async function sweep(run: Run): Promise<void> {
   const swept = new Set<string>();
   for (let round = 0; round < 100; round += 1) {
     const ids = await ledger.expirePendingTransfers(db, SWEEP_BATCH_MAX);
-    ids.forEach((id) => swept.add(id));
+    for (const id of ids) swept.add(id);
     if (ids.length < SWEEP_BATCH_MAX) break;
   }
   const due = [...run.state.transfers.values()].filter((t) => isDue(run.state, t));
-  due.forEach((t) => expire(run.state, t));
+  for (const t of due) expire(run.state, t);
   const ours = [...swept].filter((id) => run.state.transfers.has(id));
   expect(ours.sort()).toEqual(due.map((t) => t.id).sort());
 }
@@ -401,7 +420,11 @@ async function apply(run: Run, next: Op): Promise<void> {
       const earlier = run.submitted[next.target % Math.max(run.submitted.length, 1)];
       if (earlier === undefined) return;
       // Alone now: a chain member's linked flag would leave the batch open.
-      const again = { ...earlier, flags: earlier.flags & ~TransferFlags.linked, ...(next.change ? { amount: (earlier.amount ?? 0n) + 1n } : {}) };
+      const again = {
+        ...earlier,
+        flags: earlier.flags & ~TransferFlags.linked,
+        ...(next.change ? { amount: (earlier.amount ?? 0n) + 1n } : {}),
+      };
       return submit(run, [again]);
     }
     case 'account':
@@ -452,7 +475,10 @@ describe('the SQL ledger behaves as the TigerBeetle model on random operation se
         const source = initial.findIndex((guarded) => !guarded);
         if (source >= 0) {
           for (const [index, guarded] of initial.entries()) {
-            if (guarded) await submit(run, [eventOf(run, { kind: 'transfer', debit: source, credit: index, amount: FUNDING, pending: false, timeoutSteps: 0 })]);
+            if (guarded)
+              await submit(run, [
+                eventOf(run, { kind: 'transfer', debit: source, credit: index, amount: FUNDING, pending: false, timeoutSteps: 0 }),
+              ]);
           }
         }
         for (const next of ops) await apply(run, next);

@@ -10,7 +10,11 @@ export async function createUser(t: TestApp, userId: number): Promise<void> {
 }
 
 export async function createMerchant(t: TestApp, userId: number): Promise<void> {
-  const res = await t.call('POST', '/accounts', { service: 'admin-tool', user: userId, body: { userId, currency: 'THB', entityType: 'merchant' } });
+  const res = await t.call('POST', '/accounts', {
+    service: 'admin-tool',
+    user: userId,
+    body: { userId, currency: 'THB', entityType: 'merchant' },
+  });
   expect([200, 201]).toContain(res.statusCode);
 }
 

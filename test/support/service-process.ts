@@ -18,17 +18,30 @@ export interface ServiceProcess {
 
 /** Builds dist/ when a source file is newer than it (tsc emits every file, so one stamp stands for all). */
 export async function buildIfStale(): Promise<void> {
-  const built = await stat(join(root, 'dist/cli/main.js')).then((s) => s.mtimeMs, () => 0);
+  const built = await stat(join(root, 'dist/cli/main.js')).then(
+    (s) => s.mtimeMs,
+    () => 0,
+  );
   const files = await readdir(join(root, 'src'), { recursive: true });
-  const newest = Math.max(...(await Promise.all(files.filter((f) => f.endsWith('.ts')).map(async (f) => (await stat(join(root, 'src', f))).mtimeMs))));
+  const newest = Math.max(
+    ...(await Promise.all(files.filter((f) => f.endsWith('.ts')).map(async (f) => (await stat(join(root, 'src', f))).mtimeMs))),
+  );
   if (newest <= built) return;
   await new Promise<void>((resolve, reject) => {
-    execFile(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: root }, async (error, stdout) => {
-      // A type error elsewhere still emits JavaScript; only a build that wrote nothing is fatal here.
-      const after = await stat(join(root, 'dist/cli/main.js')).then((s) => s.mtimeMs, () => 0);
-      if (after > built) resolve();
-      else reject(new Error(`build failed: ${error?.message ?? ''}\n${stdout}`));
-    });
+    execFile(
+      process.execPath,
+      [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'],
+      { cwd: root },
+      async (error, stdout) => {
+        // A type error elsewhere still emits JavaScript; only a build that wrote nothing is fatal here.
+        const after = await stat(join(root, 'dist/cli/main.js')).then(
+          (s) => s.mtimeMs,
+          () => 0,
+        );
+        if (after > built) resolve();
+        else reject(new Error(`build failed: ${error?.message ?? ''}\n${stdout}`));
+      },
+    );
   });
 }
 

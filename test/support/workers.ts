@@ -108,7 +108,10 @@ export interface LogLine {
 }
 
 /** A Logger that keeps every line (child bindings merged in), for assertions on log events. */
-export function captureLogger(lines: LogLine[] = [], base: Record<string, unknown> = {}): Logger & { readonly lines: LogLine[]; events(name: string): LogLine[] } {
+export function captureLogger(
+  lines: LogLine[] = [],
+  base: Record<string, unknown> = {},
+): Logger & { readonly lines: LogLine[]; events(name: string): LogLine[] } {
   const write = (level: LogLine['level']) => (bindings: object, message?: string) => {
     lines.push({ level, bindings: { ...base, ...(bindings as Record<string, unknown>) }, message });
   };

@@ -9,9 +9,7 @@ interface Vectors {
 }
 
 // Computed by an independent implementation: a mismatch means accounts would move to new ids.
-const vectors = JSON.parse(
-  await readFile(fileURLToPath(new URL('../vectors.json', import.meta.url)), 'utf8'),
-) as Vectors;
+const vectors = JSON.parse(await readFile(fileURLToPath(new URL('../vectors.json', import.meta.url)), 'utf8')) as Vectors;
 
 describe('ledgerAccountId', () => {
   it('uses the namespace the vectors were computed with', () => {

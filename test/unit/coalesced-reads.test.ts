@@ -18,7 +18,7 @@ function slowStore() {
     return snapshot;
   };
   const release = async () => {
-    pending.splice(0).forEach((resolve) => resolve());
+    for (const resolve of pending.splice(0)) resolve();
     for (let i = 0; i < 3; i += 1) await new Promise((resolve) => setImmediate(resolve));
   };
   return { data, reads, read, release };

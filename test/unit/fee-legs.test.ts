@@ -41,7 +41,10 @@ describe('feeLegs', () => {
       expect(error).toMatchObject({ code: 'ACCOUNT_NOT_FOUND' });
     }
     existing.add('system.fees.partner.THB');
-    expect((await attempt()).map((leg) => leg.ledgerAccountId)).toEqual([ledgerAccountId('system.revenue.THB'), ledgerAccountId('system.fees.partner.THB')]);
+    expect((await attempt()).map((leg) => leg.ledgerAccountId)).toEqual([
+      ledgerAccountId('system.revenue.THB'),
+      ledgerAccountId('system.fees.partner.THB'),
+    ]);
     expect(reads).toEqual([['system.revenue.THB', 'system.fees.partner.THB'], ['system.fees.partner.THB'], ['system.fees.partner.THB']]);
   });
 

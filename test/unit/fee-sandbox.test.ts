@@ -50,9 +50,9 @@ function expectGoodRuleStillWorks(): void {
 describe('fee sandbox: evaluation', () => {
   it('evaluates an expression over operationType, amount, currency, metadata and Math', () => {
     expect(evaluate(GOOD_RULE)).toEqual([{ account: 'system.revenue.THB', amount: 1000 }]);
-    expect(
-      evaluate("[{account: 'a.' + currency + '.' + operationType, amount: metadata.tags.includes('vip') ? 0.5 : 7}]"),
-    ).toEqual([{ account: 'a.THB.P2P_TRANSFER', amount: 0.5 }]);
+    expect(evaluate("[{account: 'a.' + currency + '.' + operationType, amount: metadata.tags.includes('vip') ? 0.5 : 7}]")).toEqual([
+      { account: 'a.THB.P2P_TRANSFER', amount: 0.5 },
+    ]);
   });
 
   it('compiles once and evaluates many times with fresh arguments', () => {
@@ -116,8 +116,7 @@ describe('fee sandbox: result shape', () => {
   }
 
   it('reads each property once, so a getter cannot pass the check and then change', () => {
-    const expression =
-      "(() => { let n = 0; return [{account: 'a', get amount() { n += 1; return n === 1 ? 5 : -5; }}]; })()";
+    const expression = "(() => { let n = 0; return [{account: 'a', get amount() { n += 1; return n === 1 ? 5 : -5; }}]; })()";
     expect(evaluate(expression)).toEqual([{ account: 'a', amount: 5 }]);
   });
 });
@@ -126,10 +125,7 @@ describe('fee sandbox: escapes', () => {
   it('has no host objects reachable through constructors', () => {
     const error = expectFeeError(() => evaluate("this.constructor.constructor('return process')()"), 'exception');
     expect(error.message).toMatch(/TypeError/);
-    const viaFunction = expectFeeError(
-      () => evaluate("(() => 0).constructor('return process')()"),
-      'exception',
-    );
+    const viaFunction = expectFeeError(() => evaluate("(() => 0).constructor('return process')()"), 'exception');
     expect(viaFunction.message).toContain('code generation is disabled');
     expectFeeError(() => evaluate("Object.getPrototypeOf(function* () {}).constructor('yield 1')"), 'exception');
   });
@@ -137,9 +133,7 @@ describe('fee sandbox: escapes', () => {
   it('treats process, require and globalThis.process as missing', () => {
     expect(expectFeeError(() => evaluate('process.exit(1)'), 'exception').message).toMatch(/ReferenceError/);
     expect(expectFeeError(() => evaluate("require('fs')"), 'exception').message).toMatch(/ReferenceError/);
-    expect(evaluate("[{account: 'a', amount: typeof globalThis.process === 'undefined' ? 1 : 2}]")).toEqual([
-      { account: 'a', amount: 1 },
-    ]);
+    expect(evaluate("[{account: 'a', amount: typeof globalThis.process === 'undefined' ? 1 : 2}]")).toEqual([{ account: 'a', amount: 1 }]);
     expect(
       evaluate(
         "[{account: [typeof eval, typeof Function, typeof Date, typeof Proxy, typeof Promise, typeof console, typeof std, typeof os].join(','), amount: 0}]",
@@ -209,7 +203,7 @@ describe('fee sandbox: one rule cannot change what another sees', () => {
   });
 
   it('refuses to replace Array.prototype.map', () => {
-    expectFeeError(() => evaluate("(Array.prototype.map = function () { return [] }, [])"), 'exception');
+    expectFeeError(() => evaluate('(Array.prototype.map = function () { return [] }, [])'), 'exception');
     expect(evaluate("[1, 2].map((x) => ({account: 'a' + x, amount: x}))")).toEqual([
       { account: 'a1', amount: 1 },
       { account: 'a2', amount: 2 },
@@ -218,13 +212,13 @@ describe('fee sandbox: one rule cannot change what another sees', () => {
 
   it('refuses new globals, prototype pollution and redefinition of hidden intrinsics', () => {
     const attempts = [
-      "(globalThis.amount = 1, [])",
-      "(Object.prototype.amount = 1, [])",
+      '(globalThis.amount = 1, [])',
+      '(Object.prototype.amount = 1, [])',
       "(Object.defineProperty(Object.prototype, 'account', {get() { return 'evil' }}), [])",
-      "(Object.getPrototypeOf([][Symbol.iterator]()).next = () => ({done: true}), [])",
-      "(Object.getPrototypeOf(function* () {}).prototype.next = () => ({done: true}), [])",
-      "(JSON.parse = () => ({}), [])",
-      "(Object.setPrototypeOf(Math, {}), [])",
+      '(Object.getPrototypeOf([][Symbol.iterator]()).next = () => ({done: true}), [])',
+      '(Object.getPrototypeOf(function* () {}).prototype.next = () => ({done: true}), [])',
+      '(JSON.parse = () => ({}), [])',
+      '(Object.setPrototypeOf(Math, {}), [])',
       "(Number.prototype.toFixed = () => '0', [])",
     ];
     for (const attempt of attempts) expectFeeError(() => evaluate(attempt), 'exception');

@@ -81,8 +81,7 @@ describe('calculateFees', () => {
   });
 
   it('floors splits inside one result too, and drops accounts that sum to zero', () => {
-    const expression =
-      "[{account: 'a', amount: 0.9}, {account: 'b', amount: 2.5}, {account: 'b', amount: 2.5}, {account: 'c', amount: 0}]";
+    const expression = "[{account: 'a', amount: 0.9}, {account: 'b', amount: 2.5}, {account: 'b', amount: 2.5}, {account: 'c', amount: 0}]";
     const result = engine.calculateFees([rule({ expression })], context());
     expect(result.preSplits).toEqual([{ account: 'b', amount: 4n }]);
     expect(result.preFee).toBe(4n);
@@ -150,8 +149,7 @@ describe('calculateFees', () => {
   });
 
   it('passes operationType, amount as a number, currency and metadata to the expression', () => {
-    const expression =
-      "[{account: [operationType, typeof amount, currency, metadata.merchantId].join('|'), amount: amount / 1000}]";
+    const expression = "[{account: [operationType, typeof amount, currency, metadata.merchantId].join('|'), amount: amount / 1000}]";
     const result = engine.calculateFees(
       [rule({ expression, operationType: 'THAI_QR_PAY' })],
       context({ operationType: 'THAI_QR_PAY', amount: 123_456n, metadata: { merchantId: 42 } }),
@@ -170,9 +168,9 @@ describe('calculateFees', () => {
   });
 
   it('refuses an amount beyond Number.MAX_SAFE_INTEGER instead of rounding it', () => {
-    expect(() =>
-      engine.calculateFees([rule({ expression: '[]' })], context({ amount: BigInt(Number.MAX_SAFE_INTEGER) + 1n })),
-    ).toThrow(/MAX_SAFE_INTEGER/);
+    expect(() => engine.calculateFees([rule({ expression: '[]' })], context({ amount: BigInt(Number.MAX_SAFE_INTEGER) + 1n }))).toThrow(
+      /MAX_SAFE_INTEGER/,
+    );
   });
 });
 

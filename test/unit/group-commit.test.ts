@@ -13,7 +13,7 @@ function gatedFlush(fail: (batch: readonly string[]) => boolean = () => false) {
   };
   const releaseAll = async () => {
     for (let i = 0; i < 50 && (gates.length > 0 || i < 3); i += 1) {
-      gates.splice(0).forEach((open) => open());
+      for (const open of gates.splice(0)) open();
       await new Promise((resolve) => setImmediate(resolve));
     }
   };
@@ -93,7 +93,10 @@ describe('GroupCommit', () => {
     await new Promise((resolve) => setTimeout(resolve, 40));
     await releaseAll();
     expect(await Promise.all([...first, ...later])).toEqual(['done a', 'done b', 'done c', 'done d']);
-    expect(batches).toEqual([['a', 'b'], ['c', 'd']]);
+    expect(batches).toEqual([
+      ['a', 'b'],
+      ['c', 'd'],
+    ]);
   });
 
   it('commits the items of a failed batch one by one: only the failing one is rejected', async () => {

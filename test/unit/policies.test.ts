@@ -30,7 +30,10 @@ describe('decide', () => {
             )
             .sort(comparePolicies),
         );
-        const expected = lists.flat().sort(comparePolicies).find((p) => conditionMatches(p.condition, facts));
+        const expected = lists
+          .flat()
+          .sort(comparePolicies)
+          .find((p) => conditionMatches(p.condition, facts));
         expect(decide(lists, facts).policyId).toBe(expected?.id ?? 0);
       }),
     );

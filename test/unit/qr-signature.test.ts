@@ -27,7 +27,11 @@ describe('invoice qrSignature (docs/rules.md R16)', () => {
   it('is the first 16 bytes of HMAC-SHA256 over the pipe-joined fields, base64url without padding', () => {
     const expiresAt = new Date('2030-01-02T03:04:05.678Z');
     const signature = qrSignature('k', 'id-1', 500n, 'THB', 'merchant.9.THB', expiresAt).toString('base64url');
-    const expected = createHmac('sha256', 'k').update('id-1|500|THB|merchant.9.THB|2030-01-02T03:04:05.678Z').digest().subarray(0, 16).toString('base64url');
+    const expected = createHmac('sha256', 'k')
+      .update('id-1|500|THB|merchant.9.THB|2030-01-02T03:04:05.678Z')
+      .digest()
+      .subarray(0, 16)
+      .toString('base64url');
     expect(signature).toBe(expected);
     expect(signature).toMatch(/^[A-Za-z0-9_-]{22}$/);
   });

@@ -22,7 +22,9 @@ const OUTSIDE_REFERENCES: ReadonlyArray<readonly [string, RegExp]> = [
 
 /** Tracked regular files that hold text: links (a tracked node_modules link, say) and binaries are skipped. */
 function trackedTextFiles(): Array<{ path: string; text: string }> {
-  const paths = execFileSync('git', ['ls-files', '-z'], { cwd: ROOT, encoding: 'utf8' }).split('\0').filter((p) => p !== '');
+  const paths = execFileSync('git', ['ls-files', '-z'], { cwd: ROOT, encoding: 'utf8' })
+    .split('\0')
+    .filter((p) => p !== '');
   return paths.flatMap((path) => {
     const full = join(ROOT, path);
     const stat = lstatSync(full, { throwIfNoEntry: false });
@@ -63,7 +65,10 @@ describe('the repository is self-contained', () => {
     expect(numbers.size).toBeGreaterThan(30);
     const unknown = files.flatMap(({ path, text }) =>
       [...text.matchAll(/docs\/rules\.md (R\d+(?:(?:, | and )R\d+)*)/g)].flatMap((m) =>
-        (m[1] ?? '').split(/, | and /).filter((n) => !numbers.has(n)).map((n) => `${path}: ${n}`),
+        (m[1] ?? '')
+          .split(/, | and /)
+          .filter((n) => !numbers.has(n))
+          .map((n) => `${path}: ${n}`),
       ),
     );
     expect(unknown).toEqual([]);
@@ -74,8 +79,14 @@ describe('the repository is self-contained', () => {
     const names = new Set(entries.map((e) => e.name));
     const anchors = new Set(entries.map((e) => e.anchor));
     const unknown = files.flatMap(({ path, text }) => [
-      ...[...text.matchAll(/docs\/rules\.md, ([A-Z][\w-]*(?: [\w-]+)*)/g)].map((m) => m[1] ?? '').filter((n) => !names.has(n)).map((n) => `${path}: "${n}"`),
-      ...[...text.matchAll(/rules\.md#([\w-]+)/g)].map((m) => m[1] ?? '').filter((a) => !anchors.has(a)).map((a) => `${path}: #${a}`),
+      ...[...text.matchAll(/docs\/rules\.md, ([A-Z][\w-]*(?: [\w-]+)*)/g)]
+        .map((m) => m[1] ?? '')
+        .filter((n) => !names.has(n))
+        .map((n) => `${path}: "${n}"`),
+      ...[...text.matchAll(/rules\.md#([\w-]+)/g)]
+        .map((m) => m[1] ?? '')
+        .filter((a) => !anchors.has(a))
+        .map((a) => `${path}: #${a}`),
     ]);
     expect(unknown).toEqual([]);
   });

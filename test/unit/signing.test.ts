@@ -3,7 +3,15 @@ import { describe, expect, it } from 'vitest';
 import { signatureMatches, signingString, signRequest } from '../../src/domain/signing.js';
 
 const vectors = JSON.parse(readFileSync(new URL('../vectors.json', import.meta.url), 'utf8')) as {
-  requestSignatures: Array<{ secret: string; timestamp: number; method: string; path: string; rawBody: string; signingString: string; signature: string }>;
+  requestSignatures: Array<{
+    secret: string;
+    timestamp: number;
+    method: string;
+    path: string;
+    rawBody: string;
+    signingString: string;
+    signature: string;
+  }>;
 };
 
 describe('request signature (docs/rules.md R1) against the independent vectors', () => {

@@ -191,7 +191,8 @@ export class HttpPspxClient implements PspxClient {
     if (answer.kind === 'unknown') return answer;
     if (answer.status === 409) return { kind: 'rejected', reason: reasonOf(answer.body) };
     if (answer.status !== 200) return unexpected(answer);
-    if (answer.body.result === 'OK' && typeof answer.body.inquiryRef === 'string') return { kind: 'ok', inquiryRef: answer.body.inquiryRef };
+    if (answer.body.result === 'OK' && typeof answer.body.inquiryRef === 'string')
+      return { kind: 'ok', inquiryRef: answer.body.inquiryRef };
     if (answer.body.result === 'REJECTED') return { kind: 'rejected', reason: reasonOf(answer.body) };
     return unexpected(answer);
   }
@@ -224,12 +225,19 @@ export class HttpPspxClient implements PspxClient {
     const answer = await this.call('GET', '/v1/partner/balance', undefined, this.settings.attemptsMax);
     if (answer.kind === 'unknown') return answer;
     const { balance } = answer.body;
-    if (answer.status === 200 && typeof balance === 'string' && /^-?[0-9]{1,30}$/.test(balance)) return { kind: 'ok', balance: BigInt(balance) };
+    if (answer.status === 200 && typeof balance === 'string' && /^-?[0-9]{1,30}$/.test(balance))
+      return { kind: 'ok', balance: BigInt(balance) };
     return unexpected(answer);
   }
 
   /** Retries only `unknown` attempts (never an answer), with full-jitter exponential backoff. */
-  private async call(method: 'GET' | 'POST', path: string, body: unknown, attemptsMax: number, headers: Record<string, string> = {}): Promise<Attempt> {
+  private async call(
+    method: 'GET' | 'POST',
+    path: string,
+    body: unknown,
+    attemptsMax: number,
+    headers: Record<string, string> = {},
+  ): Promise<Attempt> {
     let last: Attempt = unknown('network', 'no attempt made');
     for (let attempt = 0; attempt < attemptsMax; attempt += 1) {
       if (attempt > 0) await sleep(this.backoffMs(attempt));
@@ -260,7 +268,8 @@ export class HttpPspxClient implements PspxClient {
       });
     } catch (error) {
       const name = error instanceof Error ? error.name : '';
-      if (name === 'TimeoutError' || name === 'AbortError') return unknown('timeout', `${method} ${path} exceeded ${this.settings.timeoutMs} ms`);
+      if (name === 'TimeoutError' || name === 'AbortError')
+        return unknown('timeout', `${method} ${path} exceeded ${this.settings.timeoutMs} ms`);
       return unknown('network', `${method} ${path}: ${error instanceof Error ? error.message : String(error)}`);
     }
     // The body is read under the same time-out: a provider that stalls mid-body is as unknown as one that never answers.

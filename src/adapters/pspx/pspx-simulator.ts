@@ -69,7 +69,15 @@ export class PspxSimulator {
   private balanceSatang: bigint;
   private readonly payouts = new Map<string, Payout>();
   private readonly wallets = new Map<string, string>();
-  private readonly counters = { requests: 0, inquiries: 0, confirms: 0, statusInquiries: 0, registrations: 0, payoutsPaid: 0, failuresInjected: 0 };
+  private readonly counters = {
+    requests: 0,
+    inquiries: 0,
+    confirms: 0,
+    statusInquiries: 0,
+    registrations: 0,
+    payoutsPaid: 0,
+    failuresInjected: 0,
+  };
   private delayMs = 0;
   private failureRate = 0;
   private failNextCount = 0;
@@ -144,7 +152,9 @@ export class PspxSimulator {
     if (typeof amount !== 'string' || !/^[1-9][0-9]{0,18}$/.test(amount) || typeof receiverAccount !== 'string') {
       return { status: 400, body: { reason: 'amount (digits) and receiverAccount are required' } };
     }
-    const fingerprint = createHash('sha256').update(JSON.stringify([amount, request.currency, request.receiverType, receiverAccount, request.receiverBank])).digest('hex');
+    const fingerprint = createHash('sha256')
+      .update(JSON.stringify([amount, request.currency, request.receiverType, receiverAccount, request.receiverBank]))
+      .digest('hex');
     let payout = this.payouts.get(intentId);
     if (payout === undefined) {
       const scenario = scenarioOf(receiverAccount);
@@ -334,7 +344,11 @@ function simulatorAdminRoutes(app: FastifyInstance, simulator: PspxSimulator): v
     if (failNext !== undefined) simulator.failNext(failNext);
     return { delayMs: simulator.currentDelayMs };
   });
-  app.get('/_sim/stats', async () => ({ stats: simulator.stats, balance: simulator.balance.toString(), payouts: simulator.payoutReport() }));
+  app.get('/_sim/stats', async () => ({
+    stats: simulator.stats,
+    balance: simulator.balance.toString(),
+    payouts: simulator.payoutReport(),
+  }));
 }
 
 /** Waits `ms`, or less when the server closes. */

@@ -77,7 +77,14 @@ export async function createRecord<Rec>(
       assert.equal(rowCount, 1, `insert into ${entity.table} must write one row`);
       const created = entity.fromRow(rows[0] as Row);
       await options.check?.(created);
-      await recordChange(tx, { actor: options.actor, entity: entity.entity, entityId: entity.keyOf(created), action: 'create', before: null, after: created });
+      await recordChange(tx, {
+        actor: options.actor,
+        entity: entity.entity,
+        entityId: entity.keyOf(created),
+        action: 'create',
+        before: null,
+        after: created,
+      });
       return created;
     }),
   );
@@ -176,7 +183,10 @@ async function withConstraintErrors<T>(work: () => Promise<T>): Promise<T> {
     if (code === NUMERIC_OUT_OF_RANGE) throw apiError('VALIDATION_ERROR', 'a number is out of range for its column');
     if (code === CHECK_VIOLATION) {
       const constraint = (error as { constraint?: unknown }).constraint;
-      throw apiError('VALIDATION_ERROR', `the record breaks a rule of its table${typeof constraint === 'string' ? ` (${constraint})` : ''}`);
+      throw apiError(
+        'VALIDATION_ERROR',
+        `the record breaks a rule of its table${typeof constraint === 'string' ? ` (${constraint})` : ''}`,
+      );
     }
     if (code === UNIQUE_VIOLATION) throw apiError('CONFLICT', 'a record with this key already exists');
     throw error;

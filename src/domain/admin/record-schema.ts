@@ -34,10 +34,14 @@ type PatchProperties<F extends TProperties> = { [K in keyof F]: TOptional<F[K]> 
 export function inputSchemas<F extends TProperties, R extends keyof F & string>(fields: F, required: readonly R[]) {
   const entries = Object.entries(fields);
   // Object.fromEntries cannot carry the mapped type; the two properties types above state it.
-  const createProperties = Object.fromEntries(entries.map(([name, schema]) => [name, required.some((field) => field === name) ? schema : Type.Optional(schema)]));
+  const createProperties = Object.fromEntries(
+    entries.map(([name, schema]) => [name, required.some((field) => field === name) ? schema : Type.Optional(schema)]),
+  );
   const patchProperties = Object.fromEntries(entries.map(([name, schema]) => [name, Type.Optional(schema)]));
   return {
     create: Type.Object(createProperties as CreateProperties<F, R>, { additionalProperties: false }) as TObject<CreateProperties<F, R>>,
-    patch: Type.Object(patchProperties as PatchProperties<F>, { additionalProperties: false, minProperties: 1 }) as TObject<PatchProperties<F>>,
+    patch: Type.Object(patchProperties as PatchProperties<F>, { additionalProperties: false, minProperties: 1 }) as TObject<
+      PatchProperties<F>
+    >,
   };
 }

@@ -25,7 +25,10 @@ export const Permissions = Type.Object(
     /** A token bucket per service id: `requestsPerSecond` refill, `burst` capacity. Absent: no limit. */
     rateLimit: Type.Optional(
       Type.Object(
-        { requestsPerSecond: Type.Number({ exclusiveMinimum: 0, maximum: 1_000_000 }), burst: Type.Integer({ minimum: 1, maximum: 1_000_000 }) },
+        {
+          requestsPerSecond: Type.Number({ exclusiveMinimum: 0, maximum: 1_000_000 }),
+          burst: Type.Integer({ minimum: 1, maximum: 1_000_000 }),
+        },
         { additionalProperties: false },
       ),
     ),

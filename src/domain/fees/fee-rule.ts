@@ -21,7 +21,7 @@ export type FeeRule = {
  * satisfy a tagsInclude filter nor trip a tagsExclude one.
  */
 export function metadataTags(metadata: Readonly<Record<string, unknown>>): ReadonlySet<string> {
-  const tags = metadata['tags'];
+  const tags = metadata.tags;
   if (!Array.isArray(tags) || !tags.every((tag): tag is string => typeof tag === 'string')) return new Set();
   return new Set(tags);
 }

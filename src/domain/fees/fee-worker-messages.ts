@@ -14,7 +14,9 @@ export interface FeeJobFailure {
   readonly ruleId: number | undefined;
 }
 
-export type FeeJobAnswer = { readonly ok: true; readonly result: FeeResult | DryRunResult } | { readonly ok: false; readonly failure: FeeJobFailure };
+export type FeeJobAnswer =
+  | { readonly ok: true; readonly result: FeeResult | DryRunResult }
+  | { readonly ok: false; readonly failure: FeeJobFailure };
 
 /**
  * Jobs sent together to one worker. Structured clone copies an object once per message however

@@ -2,7 +2,14 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { performance } from 'node:perf_hooks';
 import { createLocalFeeEngine, type LocalFeeEngineOptions } from './fee-engine.js';
 import { FeeEvaluationError } from './fee-evaluation-error.js';
-import { type FeeBatch, type FeeBatchAnswer, type FeeJob, type FeeJobAnswer, type FeeWorkerData, WORKER_READY } from './fee-worker-messages.js';
+import {
+  type FeeBatch,
+  type FeeBatchAnswer,
+  type FeeJob,
+  type FeeJobAnswer,
+  type FeeWorkerData,
+  WORKER_READY,
+} from './fee-worker-messages.js';
 
 /**
  * A fee worker thread: its own QuickJS sandbox and compiled-rule cache, one batch at a time. The
@@ -19,7 +26,8 @@ function answer(job: FeeJob): FeeJobAnswer {
     const result = job.kind === 'fees' ? engine.calculateFees(job.rules, job.context) : engine.dryRun(job.expression, job.context);
     return { ok: true, result };
   } catch (error) {
-    if (error instanceof FeeEvaluationError) return { ok: false, failure: { reason: error.reason, message: error.message, ruleId: error.ruleId } };
+    if (error instanceof FeeEvaluationError)
+      return { ok: false, failure: { reason: error.reason, message: error.message, ruleId: error.ruleId } };
     // Any other failure is a bug of ours, not of the rule: reported as such, never as a rule's fault.
     return { ok: false, failure: { reason: 'exception', message: `fee worker failed: ${String(error)}`, ruleId: undefined } };
   }

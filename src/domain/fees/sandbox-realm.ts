@@ -14,16 +14,7 @@
  * The values are still frozen (they stay reachable through prototypes, e.g. Promise through
  * an async function's result).
  */
-const REMOVED_GLOBALS = [
-  'Date',
-  'WeakRef',
-  'FinalizationRegistry',
-  'SharedArrayBuffer',
-  'Proxy',
-  'eval',
-  'Function',
-  'Promise',
-] as const;
+const REMOVED_GLOBALS = ['Date', 'WeakRef', 'FinalizationRegistry', 'SharedArrayBuffer', 'Proxy', 'eval', 'Function', 'Promise'] as const;
 
 /**
  * Deep-freezes everything a rule can reach without creating it: the global object, every

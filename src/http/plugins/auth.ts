@@ -126,10 +126,7 @@ async function authenticate(request: FastifyRequest, mode: AuthMode, deps: Requi
     throw unauthorized('this service must sign with an HTTP message signature (Signature-Input)');
   }
   if (!key.active) throw apiError('FORBIDDEN', `service key ${key.serviceId} is inactive`);
-  const allowed =
-    mode === 'service' ||
-    key.permissions.admin === true ||
-    (mode === 'resolve' && key.permissions.forceResolve === true);
+  const allowed = mode === 'service' || key.permissions.admin === true || (mode === 'resolve' && key.permissions.forceResolve === true);
   if (!allowed) throw apiError('FORBIDDEN', `service ${key.serviceId} may not use admin operations`);
   // Last, on a verified signature only: a forged request must not burn a genuine one's slot.
   // The admin write first, so that a replayed one is called that whether it has a nonce or not.

@@ -54,7 +54,8 @@ function stringParam(params: ReadonlyMap<string, BareItem>, name: string): strin
 
 function integerParam(params: ReadonlyMap<string, BareItem>, name: string): number | undefined {
   const value = params.get(name);
-  if (value !== undefined && (typeof value !== 'number' || !Number.isInteger(value))) throw unauthorized(`signature parameter ${name} must be an integer`);
+  if (value !== undefined && (typeof value !== 'number' || !Number.isInteger(value)))
+    throw unauthorized(`signature parameter ${name} must be an integer`);
   return value;
 }
 
@@ -81,7 +82,8 @@ export function parseSignatureInput(header: string): SignatureInput {
   if (keyid === undefined) throw unauthorized('missing signature parameter keyid');
   if (created === undefined) throw unauthorized('missing signature parameter created');
   const nonce = stringParam(params, 'nonce');
-  if (nonce !== undefined && (nonce.length === 0 || nonce.length > NONCE_LENGTH_MAX)) throw unauthorized(`nonce must have 1 to ${NONCE_LENGTH_MAX} characters`);
+  if (nonce !== undefined && (nonce.length === 0 || nonce.length > NONCE_LENGTH_MAX))
+    throw unauthorized(`nonce must have 1 to ${NONCE_LENGTH_MAX} characters`);
   stringParam(params, 'tag');
   return {
     label,
@@ -99,7 +101,8 @@ export function parseSignatureInput(header: string): SignatureInput {
 export function parseSignature(header: string, label: string): Buffer {
   const dictionary = parsed('Signature', () => parseDictionary(header));
   const member = dictionary.get(label);
-  if (dictionary.size !== 1 || member === undefined) throw unauthorized('Signature must hold exactly the signature labelled in Signature-Input');
+  if (dictionary.size !== 1 || member === undefined)
+    throw unauthorized('Signature must hold exactly the signature labelled in Signature-Input');
   if (isInnerList(member) || !(member[0] instanceof ArrayBuffer)) throw unauthorized('malformed Signature');
   return Buffer.from(member[0]);
 }

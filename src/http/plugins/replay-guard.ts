@@ -39,6 +39,11 @@ export async function claimNonce(shared: SharedState, serviceId: string, nonce: 
 }
 
 /** `signature` in a canonical form of its scheme (lower-case hex), so that one signature has one key. */
-export async function claimAdminWrite(shared: SharedState, serviceId: string, scheme: 'x-signature' | 'message', signature: string): Promise<void> {
+export async function claimAdminWrite(
+  shared: SharedState,
+  serviceId: string,
+  scheme: 'x-signature' | 'message',
+  signature: string,
+): Promise<void> {
   if (!(await claim(shared, keyOf('admin-write', [serviceId, scheme, signature])))) throw apiError('UNAUTHORIZED', 'replayed request');
 }

@@ -13,7 +13,15 @@ export const AUTH_FAILURE_REFILL_MS = 3_000;
 
 /** Bounded labels for payorch_auth_failures_total: a metric label never carries what the client sent. */
 export const AUTH_FAILURE_REASONS = [
-  'missing_header', 'unknown_service', 'bad_timestamp', 'bad_digest', 'bad_signature', 'bad_bearer', 'replayed', 'scheme_refused', 'malformed',
+  'missing_header',
+  'unknown_service',
+  'bad_timestamp',
+  'bad_digest',
+  'bad_signature',
+  'bad_bearer',
+  'replayed',
+  'scheme_refused',
+  'malformed',
 ] as const;
 export type AuthFailureReason = (typeof AUTH_FAILURE_REASONS)[number];
 

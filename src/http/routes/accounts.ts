@@ -34,8 +34,14 @@ export function accountRoutes(app: App, deps: { db: Database; ledger: Ledger }) 
         body: CreateAccountBody,
         response: responses(
           {
-            200: Type.Union([Type.Object({ accountName: Type.String(), ledgerAccountId: Uuid }), Type.Object({ primary: CreatedAccount, settlement: CreatedAccount })]),
-            201: Type.Union([Type.Object({ accountName: Type.String(), ledgerAccountId: Uuid }), Type.Object({ primary: CreatedAccount, settlement: CreatedAccount })]),
+            200: Type.Union([
+              Type.Object({ accountName: Type.String(), ledgerAccountId: Uuid }),
+              Type.Object({ primary: CreatedAccount, settlement: CreatedAccount }),
+            ]),
+            201: Type.Union([
+              Type.Object({ accountName: Type.String(), ledgerAccountId: Uuid }),
+              Type.Object({ primary: CreatedAccount, settlement: CreatedAccount }),
+            ]),
           },
           [401, 403, 422],
         ),

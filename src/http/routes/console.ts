@@ -19,7 +19,20 @@ import { adminAccountRoutes } from './admin/accounts.js';
 const CONSOLE_DIR = fileURLToPath(new URL('../../../console/', import.meta.url));
 
 /** The console's own files, served as they are (no build step). */
-const OWN_FILES = ['index.html', 'console.css', 'favicon.svg', 'app.js', 'api.js', 'html.js', 'format.js', 'intents.js', 'resolve.js', 'review.js', 'accounts.js', 'audit.js'] as const;
+const OWN_FILES = [
+  'index.html',
+  'console.css',
+  'favicon.svg',
+  'app.js',
+  'api.js',
+  'html.js',
+  'format.js',
+  'intents.js',
+  'resolve.js',
+  'review.js',
+  'accounts.js',
+  'audit.js',
+] as const;
 
 /**
  * model.js, written from the domain's own tables at start, so the console's filters and badges
@@ -38,7 +51,10 @@ function modelModule(): Asset {
   const body = Object.entries(constants)
     .map(([name, value]) => `export const ${name} = ${JSON.stringify(value)};`)
     .join('\n');
-  return { body: Buffer.from(`// Written by the server from src/domain/model.ts and src/domain/intents/store/state-machine.ts.\n${body}\n`), contentType: CONTENT_TYPES['.js']! };
+  return {
+    body: Buffer.from(`// Written by the server from src/domain/model.ts and src/domain/intents/store/state-machine.ts.\n${body}\n`),
+    contentType: CONTENT_TYPES['.js']!,
+  };
 }
 
 /** Preact and htm, served from node_modules under flat names that console/index.html's import map points to. */
@@ -93,7 +109,10 @@ export function contentSecurityPolicy(indexHtml: string): string {
 }
 
 async function loadAssets(): Promise<Map<string, Asset>> {
-  const paths: Array<[string, string]> = [...OWN_FILES.map((name): [string, string] => [name, join(CONSOLE_DIR, name)]), ...Object.entries(vendorFiles())];
+  const paths: Array<[string, string]> = [
+    ...OWN_FILES.map((name): [string, string] => [name, join(CONSOLE_DIR, name)]),
+    ...Object.entries(vendorFiles()),
+  ];
   const assets = new Map<string, Asset>();
   for (const [name, path] of paths) {
     const contentType = CONTENT_TYPES[extname(name)];
@@ -108,7 +127,11 @@ const FileParams = Type.Object({ file: Type.String({ minLength: 1, maxLength: 64
 const html = { description: 'the console page', content: { 'text/html': { schema: Type.String() } } };
 const asset = {
   description: 'a script, style sheet or icon of the console',
-  content: { 'text/javascript': { schema: Type.String() }, 'text/css': { schema: Type.String() }, 'image/svg+xml': { schema: Type.String() } },
+  content: {
+    'text/javascript': { schema: Type.String() },
+    'text/css': { schema: Type.String() },
+    'image/svg+xml': { schema: Type.String() },
+  },
 };
 
 /**
@@ -132,7 +155,10 @@ export async function consoleRoutes(app: App, deps: { readonly db: Database; rea
 
   app.get(
     '/console',
-    { config: { auth: 'none' }, schema: { tags: ['console'], summary: 'The operator console (HTML; no signature)', security: [], response: { 200: html } } },
+    {
+      config: { auth: 'none' },
+      schema: { tags: ['console'], summary: 'The operator console (HTML; no signature)', security: [], response: { 200: html } },
+    },
     async (_request, reply) => send(reply, index),
   );
   app.get(

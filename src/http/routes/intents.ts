@@ -1,14 +1,12 @@
 import type { App } from '../typed-app.js';
 import Type from 'typebox';
 import { CHANNEL_BEHAVIOUR } from '../../domain/channels.js';
-import { apiError } from '../../domain/errors.js';
 import { type IntentDeps, createIntent } from '../../domain/intents/create/create-intent.js';
 import { IntentBody, intentRequest, QuoteBody, withBodyDefaults } from '../../domain/intents/create/intent-request.js';
 import { findOwnIntent, type Intent, listEvents } from '../../domain/intents/store/intent-store.js';
 import { calculateFees } from '../../domain/intents/create/fee-calculation.js';
-import { OPERATION_TYPES } from '../../domain/model.js';
 import { callerKey, requireUserId } from '../plugins/auth.js';
-import { Money, responses, Uuid, UuidV4 } from '../schemas.js';
+import { Money, responses, Uuid } from '../schemas.js';
 
 const Status = Type.String({ description: 'one of the 9 intent statuses' });
 
@@ -72,7 +70,7 @@ export function createdView(intent: Intent, replayed: boolean) {
   };
 }
 
-function intentView(intent: Intent) {
+export function intentView(intent: Intent) {
   return {
     intentId: intent.id,
     status: intent.status,
@@ -130,7 +128,13 @@ export function intentRoutes(app: App, deps: IntentDeps) {
         summary: 'Fee preview: no write',
         body: QuoteBody,
         response: responses(
-          { 200: Type.Object({ fee: Money, totalCharge: Money, breakdown: Type.Array(Type.Object({ account: Type.String(), amount: Money })) }) },
+          {
+            200: Type.Object({
+              fee: Money,
+              totalCharge: Money,
+              breakdown: Type.Array(Type.Object({ account: Type.String(), amount: Money })),
+            }),
+          },
           [401, 422],
         ),
       },
@@ -149,7 +153,14 @@ export function intentRoutes(app: App, deps: IntentDeps) {
 
   app.get(
     '/intents/:id',
-    { schema: { tags: ['intents'], summary: 'Read an intent of the calling service', params: IdParams, response: responses({ 200: IntentView }, [401, 404]) } },
+    {
+      schema: {
+        tags: ['intents'],
+        summary: 'Read an intent of the calling service',
+        params: IdParams,
+        response: responses({ 200: IntentView }, [401, 404]),
+      },
+    },
     async (request) => intentView(await findOwnIntent(deps.db, request.caller.serviceId, request.params.id)),
   );
 

@@ -50,7 +50,9 @@ const ConfirmBody = Type.Object(
 
 const ConfirmResult = Type.Object({
   intentId: Uuid,
-  status: Type.String({ description: 'SETTLED, or FAILED when the payer lacks funds, a limit blocks or the ledger refuses the settlement' }),
+  status: Type.String({
+    description: 'SETTLED, or FAILED when the payer lacks funds, a limit blocks or the ledger refuses the settlement',
+  }),
   channel: Type.String(),
   createdAt: Type.String(),
   version: Type.Integer(),

@@ -51,7 +51,8 @@ export function metricsRoutes(app: App, deps: MetricsRouteDeps): void {
     async (request, reply) => {
       if (deps.token !== undefined) {
         const authorization = request.headers.authorization;
-        if (authorization === undefined || !bearerMatches(authorization, deps.token)) throw apiError('UNAUTHORIZED', 'invalid metrics bearer token');
+        if (authorization === undefined || !bearerMatches(authorization, deps.token))
+          throw apiError('UNAUTHORIZED', 'invalid metrics bearer token');
       }
       const text = await metrics.render();
       return reply.type(metrics.contentType).send(text);

@@ -25,16 +25,6 @@ const EvaluateBody = Type.Object(
   { additionalProperties: false },
 );
 
-interface EvaluateRequest {
-  userId: number;
-  merchantId?: number;
-  amount: string;
-  currency: string;
-  channel: string;
-  appId: string;
-  operationType: string;
-}
-
 const EvaluateResponse = Type.Object({
   required: Type.Enum(STEP_UP_LEVELS),
   reasonCode: Type.String(),

@@ -97,8 +97,7 @@ export class GroupCommit<Item, Outcome> {
     for (let i = 0; i < this.waiting.length && batch.length < this.options.batchMax; ) {
       const entry = this.waiting[i]!;
       const keys = keysOf?.(entry.item) ?? [];
-      const blocked =
-        keys.some((key) => taken.has(key)) || (lockKeysOf?.(entry.item) ?? []).some((key) => this.locked.has(key));
+      const blocked = keys.some((key) => taken.has(key)) || (lockKeysOf?.(entry.item) ?? []).some((key) => this.locked.has(key));
       // A skipped item's keys stay held too, so items that share a key keep their order.
       for (const key of keys) taken.add(key);
       if (blocked) {
@@ -114,7 +113,9 @@ export class GroupCommit<Item, Outcome> {
   private async commit(batch: ReadonlyArray<Waiting<Item, Outcome>>): Promise<void> {
     try {
       const outcomes = await this.flush(batch.map((entry) => entry.item));
-      batch.forEach((entry, index) => entry.resolve(outcomes[index]!));
+      batch.forEach((entry, index) => {
+        entry.resolve(outcomes[index]!);
+      });
     } catch (error) {
       if (batch.length === 1) {
         batch[0]!.reject(error);

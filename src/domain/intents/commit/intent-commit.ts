@@ -41,7 +41,12 @@ export type CommitOutcome =
   | { readonly kind: 'duplicate' }
   /** Nothing was stored: the guard or the reservation refused. */
   | { readonly kind: 'refused'; readonly error: ApiError }
-  | { readonly kind: 'stored'; readonly createdAt: Date; readonly transitions: readonly Transition[]; readonly failure: LedgerFailure | null };
+  | {
+      readonly kind: 'stored';
+      readonly createdAt: Date;
+      readonly transitions: readonly Transition[];
+      readonly failure: LedgerFailure | null;
+    };
 
 /** The settlement chain did not apply; the reservation was voided and the intent stored as FAILED. */
 export interface LedgerFailure {
@@ -136,7 +141,12 @@ export async function commitBatch(
   ledgerCall: LedgerCall = 'after-open',
 ): Promise<CommitOutcome[]> {
   const withTransfers = (indexes: readonly number[]) => indexes.filter((index) => batch[index]!.transfers.length > 0);
-  const moveMoney = (indexes: readonly number[]) => ledgerResultsPerIntent(tx, ledger, indexes.map((index) => batch[index]!.transfers));
+  const moveMoney = (indexes: readonly number[]) =>
+    ledgerResultsPerIntent(
+      tx,
+      ledger,
+      indexes.map((index) => batch[index]!.transfers),
+    );
   const opening = openBatch(tx, batch);
   let early: { readonly moving: number[]; readonly results: ReturnType<typeof moveMoney> } | null = null;
   if (ledgerCall === 'with-open') {
@@ -190,14 +200,19 @@ export async function commitBatch(
   if (voids.length > 0) {
     const refused = (await ledger.createTransfers(tx, voids)).filter((f) => f.result !== 'exists');
     // Rolls back the batch, reservations included: no money is left held.
-    if (refused.length > 0) throw new Error(`ledger refused to void: ${refused.map((f) => `${voids[f.index]?.pendingId} ${f.result}`).join(', ')}`);
+    if (refused.length > 0)
+      throw new Error(`ledger refused to void: ${refused.map((f) => `${voids[f.index]?.pendingId} ${f.result}`).join(', ')}`);
   }
   closeBatch(tx, closing);
   return outcomes.map((o) => o!);
 }
 
 async function openBatch(tx: Sql, batch: readonly IntentCommit[]): Promise<Opened[]> {
-  const items = batch.map(({ intent, guard }) => ({ intent: newIntentRow(intent), payer: guard.payerUserId, checks: guard.checks.map(checkJson) }));
+  const items = batch.map(({ intent, guard }) => ({
+    intent: newIntentRow(intent),
+    payer: guard.payerUserId,
+    checks: guard.checks.map(checkJson),
+  }));
   const { rows } = await tx.query<{ opened: Opened[] }>('SELECT intent_open_batch($1, $2, $3::jsonb) AS opened', [
     PAYER_LOCK_CLASS,
     RECIPIENT_LIMIT_LOCK_CLASS,
@@ -212,11 +227,17 @@ async function openBatch(tx: Sql, batch: readonly IntentCommit[]): Promise<Opene
  * One ledger call for the transfers of every intent; answers the ledger's results per intent,
  * with indexes within that intent's own transfers.
  */
-async function ledgerResultsPerIntent(tx: Sql, ledger: Ledger, perIntent: ReadonlyArray<readonly TransferInput[]>): Promise<Map<number, CreateTransferResult[]>> {
+async function ledgerResultsPerIntent(
+  tx: Sql,
+  ledger: Ledger,
+  perIntent: ReadonlyArray<readonly TransferInput[]>,
+): Promise<Map<number, CreateTransferResult[]>> {
   const byIntent = new Map<number, CreateTransferResult[]>();
   if (perIntent.length === 0) return byIntent;
   const owner: Array<{ intent: number; offset: number }> = [];
-  perIntent.forEach((transfers, intent) => transfers.forEach((_, offset) => owner.push({ intent, offset })));
+  perIntent.forEach((transfers, intent) => {
+    for (let offset = 0; offset < transfers.length; offset += 1) owner.push({ intent, offset });
+  });
   for (const failure of await ledger.createTransfers(tx, perIntent.flat())) {
     const at = owner[failure.index];
     if (at === undefined) throw new Error(`ledger named transfer ${failure.index} of ${owner.length}`);
@@ -280,7 +301,10 @@ function closeBatch(tx: Tx, closing: readonly Closing[]): void {
   const dropped = closing.filter((c) => c.action === 'drop').map((c) => c.item.intent.id);
   if (dropped.length > 0) tx.send('DELETE FROM intents WHERE id = ANY($1::uuid[])', [dropped]);
   for (const failed of closing.filter((c) => c.action === 'fail')) {
-    tx.send("UPDATE intents SET status = 'FAILED', failure_reason = $2, updated_at = now() WHERE id = $1", [failed.item.intent.id, failed.failureReason]);
+    tx.send("UPDATE intents SET status = 'FAILED', failure_reason = $2, updated_at = now() WHERE id = $1", [
+      failed.item.intent.id,
+      failed.failureReason,
+    ]);
   }
 }
 

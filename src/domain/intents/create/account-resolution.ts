@@ -28,7 +28,10 @@ function defaultNames(request: IntentRequest, actor: number): { from: string | n
   const pspxNostro = `system.nostro.pspx.${cur}`;
   switch (request.operationType) {
     case 'P2P_TRANSFER':
-      return { from: userWalletName(actor, cur), to: request.recipientUserId === undefined ? null : userWalletName(request.recipientUserId, cur) };
+      return {
+        from: userWalletName(actor, cur),
+        to: request.recipientUserId === undefined ? null : userWalletName(request.recipientUserId, cur),
+      };
     case 'PSPX_WITHDRAWAL':
     case 'THAI_QR_PAY':
     case 'WITHDRAWAL':
@@ -121,7 +124,9 @@ export async function resolveAccounts(sql: Sql, lookup: AccountLookup, request: 
   if (from !== null && from.accountName === resolvedTo.accountName) {
     throw apiError('BAD_REQUEST', 'source and destination accounts must be different');
   }
-  if (from !== null && from.currency !== request.currency) throw apiError('BAD_REQUEST', `account ${from.accountName} is not in ${request.currency}`);
-  if (resolvedTo.currency !== request.currency) throw apiError('BAD_REQUEST', `account ${resolvedTo.accountName} is not in ${request.currency}`);
+  if (from !== null && from.currency !== request.currency)
+    throw apiError('BAD_REQUEST', `account ${from.accountName} is not in ${request.currency}`);
+  if (resolvedTo.currency !== request.currency)
+    throw apiError('BAD_REQUEST', `account ${resolvedTo.accountName} is not in ${request.currency}`);
   return { from, to: resolvedTo };
 }

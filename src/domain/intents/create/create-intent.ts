@@ -10,7 +10,7 @@ import { type ConfigSnapshot, feeRulesOf } from '../../config-snapshot.js';
 import { type FeeEngine, type FeeResult, NO_FEES } from '../../fees/index.js';
 import { applicableLimitRules, type LimitRule, limitChecks, loadLimitRules } from '../../limits.js';
 import type { Logger } from '../../../adapters/logger.js';
-import { type Channel, type IntentStatus } from '../../model.js';
+import type { Channel, IntentStatus } from '../../model.js';
 import { CHANNEL_BEHAVIOUR, isInvoiceChannel, transitAccountName } from '../../channels.js';
 import { pickChannel, routeChannel } from '../../routing.js';
 import { checkOverridePermissions, resolveAccounts, type ResolvedAccounts } from './account-resolution.js';
@@ -55,7 +55,6 @@ export interface IntentAnswer {
   readonly intent: Intent;
 }
 
-
 /**
  * POST /intents: validate, route, price, limit, reserve and settle one payment. Every check
  * that can refuse the request runs before money moves; a refused request stores nothing.
@@ -84,12 +83,20 @@ export async function createIntent(deps: IntentDeps, input: CreateIntentInput): 
     }
     const { outcome, channel } = attempt;
     const log = input.log.child({ traceId: outcome.intent.id });
-    if (outcome.intent.live) void deps.publisher.publish(outcome.intent.id, outcome.transitions.map((t) => t.to), outcome.intent.updatedAt);
+    if (outcome.intent.live)
+      void deps.publisher.publish(
+        outcome.intent.id,
+        outcome.transitions.map((t) => t.to),
+        outcome.intent.updatedAt,
+      );
     if (outcome.ledgerFailure !== null) {
       log.error({ ledger: outcome.ledgerFailure }, 'settlement refused by the ledger; reservation voided');
       throw apiError('LEDGER_TRANSFER_ERROR', `ledger refused the settlement: ${outcome.ledgerFailure.join(', ')}`);
     }
-    log.info({ status: outcome.intent.status, channel, operationType: request.operationType, amount: outcome.intent.amount.toString() }, 'intent created');
+    log.info(
+      { status: outcome.intent.status, channel, operationType: request.operationType, amount: outcome.intent.amount.toString() },
+      'intent created',
+    );
     return { replayed: false, intent: outcome.intent };
   });
 }
@@ -107,7 +114,10 @@ async function validateAndPersist(deps: IntentDeps, input: CreateIntentInput, fi
 
   const accounts = await resolveAccounts(deps.db, deps.accounts, request, actor);
   const amount = BigInt(request.amount);
-  const channel = config === null ? await routeChannel(deps.db, request.operationType, amount) : pickChannel(config.routes, request.operationType, amount);
+  const channel =
+    config === null
+      ? await routeChannel(deps.db, request.operationType, amount)
+      : pickChannel(config.routes, request.operationType, amount);
   CHANNEL_BEHAVIOUR[channel].check?.(request, accounts.from);
   const isInvoice = isInvoiceChannel(channel);
   const feeRules = config === null ? undefined : feeRulesOf(config, request.operationType);
@@ -138,7 +148,6 @@ async function validateAndPersist(deps: IntentDeps, input: CreateIntentInput, fi
   });
 }
 
-
 function fingerprintOf(request: IntentRequest, actor: number): string {
   return createHash('sha256').update(requestFingerprint(request, actor)).digest('hex');
 }
@@ -167,7 +176,14 @@ function checkInvoiceTtl(deps: IntentDeps, request: IntentRequest): void {
 }
 
 /** docs/rules.md R16: HMAC-SHA256 of `intentId|amount|currency|toAccountName|expiresAt` truncated to 16 bytes. */
-export function qrSignature(secret: string, intentId: string, amount: bigint, currency: string, toAccountName: string, expiresAt: Date): Buffer {
+export function qrSignature(
+  secret: string,
+  intentId: string,
+  amount: bigint,
+  currency: string,
+  toAccountName: string,
+  expiresAt: Date,
+): Buffer {
   return createHmac('sha256', secret)
     .update(`${intentId}|${amount}|${currency}|${toAccountName}|${expiresAt.toISOString()}`)
     .digest()
@@ -220,7 +236,10 @@ function draftIntent(
     live: request.live ?? false,
     expiresAt,
     reservedAt: isInvoice ? null : now,
-    qrSignature: expiresAt === null ? null : qrSignature(deps.settings.qrSigningSecret, id, amount, request.currency, accounts.to.accountName, expiresAt),
+    qrSignature:
+      expiresAt === null
+        ? null
+        : qrSignature(deps.settings.qrSigningSecret, id, amount, request.currency, accounts.to.accountName, expiresAt),
     issuedByUserId: isInvoice ? actor : null,
     transferIds: [],
   };
@@ -242,12 +261,26 @@ async function persist(
   limitRules: readonly LimitRule[] | null,
 ): Promise<PersistOutcome> {
   const transfers =
-    plan === null ? [] : draft.status === 'SETTLED' ? [reserveTransfer(plan, deps.settings.ledgerPendingTimeoutS), ...settleTransfers(plan)] : [reserveTransfer(plan, deps.settings.ledgerPendingTimeoutS)];
+    plan === null
+      ? []
+      : draft.status === 'SETTLED'
+        ? [reserveTransfer(plan, deps.settings.ledgerPendingTimeoutS), ...settleTransfers(plan)]
+        : [reserveTransfer(plan, deps.settings.ledgerPendingTimeoutS)];
   const intent = { ...draft, transferIds: transfers.map((t) => t.id) };
   const rules = plan === null ? [] : (limitRules ?? (await loadLimitRules(deps.db, draft.operationType, draft.currency)));
   const guard = {
     payerUserId: plan === null ? null : draft.fromUserId,
-    checks: limitChecks(rules, { operationType: draft.operationType, amount: draft.amount, currency: draft.currency, fromUserId: draft.fromUserId, toUserId: draft.toUserId }, new Date()),
+    checks: limitChecks(
+      rules,
+      {
+        operationType: draft.operationType,
+        amount: draft.amount,
+        currency: draft.currency,
+        fromUserId: draft.fromUserId,
+        toUserId: draft.toUserId,
+      },
+      new Date(),
+    ),
   };
   const transitions: Transition[] =
     plan === null
@@ -280,12 +313,29 @@ async function persist(
   }
 }
 
-export function historyRows(intent: Pick<Intent, 'amount' | 'preFeeAmount' | 'postFeeAmount'>, accounts: { from: AccountRecord | null; to: AccountRecord }) {
+export function historyRows(
+  intent: Pick<Intent, 'amount' | 'preFeeAmount' | 'postFeeAmount'>,
+  accounts: { from: AccountRecord | null; to: AccountRecord },
+) {
   return [
     ...(accounts.from === null
       ? []
-      : [{ accountName: accounts.from.accountName, userId: accounts.from.userId, direction: 'DEBIT' as const, amount: intent.amount, feeAmount: intent.preFeeAmount }]),
-    { accountName: accounts.to.accountName, userId: accounts.to.userId, direction: 'CREDIT' as const, amount: intent.amount, feeAmount: intent.postFeeAmount },
+      : [
+          {
+            accountName: accounts.from.accountName,
+            userId: accounts.from.userId,
+            direction: 'DEBIT' as const,
+            amount: intent.amount,
+            feeAmount: intent.preFeeAmount,
+          },
+        ]),
+    {
+      accountName: accounts.to.accountName,
+      userId: accounts.to.userId,
+      direction: 'CREDIT' as const,
+      amount: intent.amount,
+      feeAmount: intent.postFeeAmount,
+    },
   ];
 }
 

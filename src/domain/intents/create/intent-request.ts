@@ -48,7 +48,9 @@ export type QuoteInput = Static<typeof QuoteBody>;
 export type IntentRequest = Readonly<IntentInput & { currency: string; metadata: Readonly<Record<string, unknown>> }>;
 
 /** The defaults of an intent or quote body, set here rather than by the schema so the types say they are set. */
-export const withBodyDefaults = <T extends { readonly currency?: string; readonly metadata?: Readonly<Record<string, unknown>> }>(input: T) => ({
+export const withBodyDefaults = <T extends { readonly currency?: string; readonly metadata?: Readonly<Record<string, unknown>> }>(
+  input: T,
+) => ({
   ...input,
   currency: input.currency ?? DEFAULT_CURRENCY,
   metadata: input.metadata ?? {},
@@ -129,7 +131,8 @@ function metadataViolation(request: IntentRequest): string | null {
 
 function invoiceMetadataViolation(m: Readonly<Record<string, unknown>>): string | null {
   if (m.appScope !== undefined && !['w', 'c', 'a'].includes(m.appScope as string)) return 'metadata.appScope must be one of w, c, a';
-  if (m.note !== undefined && (typeof m.note !== 'string' || m.note.length > 500)) return 'metadata.note must be a string of at most 500 characters';
+  if (m.note !== undefined && (typeof m.note !== 'string' || m.note.length > 500))
+    return 'metadata.note must be a string of at most 500 characters';
   if (m.posTerminalId !== undefined && (typeof m.posTerminalId !== 'string' || m.posTerminalId.length > 100)) {
     return 'metadata.posTerminalId must be a string of at most 100 characters';
   }

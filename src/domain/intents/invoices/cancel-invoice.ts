@@ -21,7 +21,10 @@ export interface CancelInvoiceInput {
  * POST /intents/{id}/cancel. An unconfirmed invoice holds no money, so a cancel is a status
  * change and its audit row, nothing more. Not idempotent: a second cancel is 409 CANNOT_CANCEL.
  */
-export async function cancelInvoice(deps: { readonly db: Database; readonly publisher: StatusPublisher }, input: CancelInvoiceInput): Promise<Intent> {
+export async function cancelInvoice(
+  deps: { readonly db: Database; readonly publisher: StatusPublisher },
+  input: CancelInvoiceInput,
+): Promise<Intent> {
   const invoice = await ownInvoice(deps.db, input.serviceId, input.intentId, 'cancel');
   if (input.actor !== 0 && input.actor !== invoice.issuedByUserId) {
     throw apiError('UNAUTHORIZED_ACTOR', `user ${input.actor} did not issue invoice ${invoice.id}`, { bare: true });

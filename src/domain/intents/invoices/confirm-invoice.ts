@@ -51,17 +51,30 @@ export async function confirmInvoice(deps: IntentDeps, input: ConfirmInvoiceInpu
     const payer = await payerAccount(deps.db, intent, input);
     // The invoice's amount, currency and metadata never change, so its fees can be priced
     // before the transaction: the sandboxed rules then never run while the invoice row is locked.
-    const fees = await calculateFees(deps.db, deps.fees, { operationType: intent.operationType, amount: intent.amount, currency: intent.currency, metadata: intent.metadata });
+    const fees = await calculateFees(deps.db, deps.fees, {
+      operationType: intent.operationType,
+      amount: intent.amount,
+      currency: intent.currency,
+      metadata: intent.metadata,
+    });
     if (fees.postFee > intent.amount) throw apiError('BAD_REQUEST', `post fee ${fees.postFee} exceeds the amount ${intent.amount}`);
     const legs = await feeLegs(deps.accounts, fees);
 
     return deps.locks.withPayer(input.payerUserId, async () => {
       const outcome = await redeem(deps, intent, { payer, fees, legs, input });
       if (outcome.kind === 'replay') return { replayed: true, intent: outcome.intent };
-      if (outcome.intent.live) void deps.publisher.publish(intent.id, outcome.transitions.map((t) => t.to), outcome.intent.updatedAt);
+      if (outcome.intent.live)
+        void deps.publisher.publish(
+          intent.id,
+          outcome.transitions.map((t) => t.to),
+          outcome.intent.updatedAt,
+        );
       input.log
         .child({ traceId: intent.id })
-        .info({ status: outcome.intent.status, failureReason: outcome.intent.failureReason, payer: payer.accountName }, 'invoice confirmed');
+        .info(
+          { status: outcome.intent.status, failureReason: outcome.intent.failureReason, payer: payer.accountName },
+          'invoice confirmed',
+        );
       return { replayed: false, intent: outcome.intent };
     });
   });
@@ -80,7 +93,10 @@ function verdict(intent: Intent, input: ConfirmInvoiceInput, now: Date): 'procee
   }
   if (intent.expiresAt === null || intent.expiresAt <= now) throw expired();
   if (input.expectedVersion !== null && input.expectedVersion !== intent.version) {
-    throw apiError('VERSION_MISMATCH', `If-Match ${input.expectedVersion}, version ${intent.version}`, { bare: true, extra: { currentVersion: intent.version } });
+    throw apiError('VERSION_MISMATCH', `If-Match ${input.expectedVersion}, version ${intent.version}`, {
+      bare: true,
+      extra: { currentVersion: intent.version },
+    });
   }
   return 'proceed';
 }
@@ -93,8 +109,10 @@ async function payerAccount(sql: Sql, intent: Intent, input: ConfirmInvoiceInput
   if (account.userId !== input.payerUserId) {
     throw apiError('PAYER_ACCOUNT_USER_MISMATCH', `account ${account.accountName} does not belong to user ${input.payerUserId}`);
   }
-  if (account.currency !== intent.currency) throw apiError('BAD_REQUEST', `payer account ${account.accountName} is not in ${intent.currency}`);
-  if (account.accountName === intent.toAccountName) throw apiError('BAD_REQUEST', 'an invoice cannot be paid from its own receiving account');
+  if (account.currency !== intent.currency)
+    throw apiError('BAD_REQUEST', `payer account ${account.accountName} is not in ${intent.currency}`);
+  if (account.accountName === intent.toAccountName)
+    throw apiError('BAD_REQUEST', 'an invoice cannot be paid from its own receiving account');
   return account;
 }
 
@@ -132,7 +150,8 @@ async function redeem(deps: IntentDeps, seen: Intent, r: Redemption): Promise<Re
       case 'applied':
         return finish(tx, claimed, r, { status: 'SETTLED', transferIds: transfers.map((t) => t.id) });
       case 'reservation_refused':
-        if (money.failure.result === 'exceeds_credits') return finish(tx, claimed, r, { status: 'FAILED', reason: 'insufficient_funds', transferIds: [] });
+        if (money.failure.result === 'exceeds_credits')
+          return finish(tx, claimed, r, { status: 'FAILED', reason: 'insufficient_funds', transferIds: [] });
         // Not the payer's doing: roll the claim back too, so the invoice stays payable.
         throw apiError('LEDGER_TRANSFER_ERROR', `ledger refused the reservation: ${money.failure.result}`);
       case 'settlement_refused':
@@ -153,7 +172,10 @@ function claim(tx: Sql, intentId: string, r: Redemption): Promise<Intent | null>
     from: 'CREATED',
     to: 'VALIDATED',
     trail: [claimEvent(r)],
-    changes: { payer: { accountName: r.payer.accountName, userId: r.input.payerUserId, confirmIdempotencyKey: r.input.idempotencyKey }, bumpVersion: true },
+    changes: {
+      payer: { accountName: r.payer.accountName, userId: r.input.payerUserId, confirmIdempotencyKey: r.input.idempotencyKey },
+      bumpVersion: true,
+    },
     conditions: { unexpiredInvoice: true, ...(r.input.expectedVersion === null ? {} : { version: r.input.expectedVersion }) },
   });
 }
@@ -198,9 +220,15 @@ async function finish(tx: Sql, claimed: Intent, r: Redemption, ending: Ending): 
   const settled = ending.status === 'SETTLED';
   const reserved = ending.transferIds.length > 0;
   const transitions: Transition[] = settled
-    ? [{ from: 'VALIDATED', to: 'AUTHORIZED' }, { from: 'AUTHORIZED', to: 'SETTLED' }]
+    ? [
+        { from: 'VALIDATED', to: 'AUTHORIZED' },
+        { from: 'AUTHORIZED', to: 'SETTLED' },
+      ]
     : reserved
-      ? [{ from: 'VALIDATED', to: 'AUTHORIZED' }, { from: 'AUTHORIZED', to: 'FAILED', reason: ending.reason }]
+      ? [
+          { from: 'VALIDATED', to: 'AUTHORIZED' },
+          { from: 'AUTHORIZED', to: 'FAILED', reason: ending.reason },
+        ]
       : [{ from: 'VALIDATED', to: 'FAILED', reason: ending.reason }];
   const intent = await moveIntent(tx, claimed.id, {
     from: 'VALIDATED',
@@ -208,7 +236,11 @@ async function finish(tx: Sql, claimed: Intent, r: Redemption, ending: Ending): 
     trail: transitions,
     changes: {
       ...(settled ? {} : { failureReason: ending.reason }),
-      fees: { preFee: r.fees.preFee, postFee: r.fees.postFee, splits: r.fees.splits.map((split) => ({ account: split.account, amount: split.amount.toString() })) },
+      fees: {
+        preFee: r.fees.preFee,
+        postFee: r.fees.postFee,
+        splits: r.fees.splits.map((split) => ({ account: split.account, amount: split.amount.toString() })),
+      },
       transferIds: ending.transferIds,
       reserved,
     },
@@ -216,8 +248,20 @@ async function finish(tx: Sql, claimed: Intent, r: Redemption, ending: Ending): 
   if (intent === null) throw new Error(`intent ${claimed.id} left VALIDATED under its own transaction`);
   if (settled) {
     await insertHistory(tx, intent, [
-      { accountName: r.payer.accountName, userId: r.payer.userId, direction: 'DEBIT', amount: intent.amount, feeAmount: intent.preFeeAmount },
-      { accountName: intent.toAccountName, userId: intent.toUserId, direction: 'CREDIT', amount: intent.amount, feeAmount: intent.postFeeAmount },
+      {
+        accountName: r.payer.accountName,
+        userId: r.payer.userId,
+        direction: 'DEBIT',
+        amount: intent.amount,
+        feeAmount: intent.preFeeAmount,
+      },
+      {
+        accountName: intent.toAccountName,
+        userId: intent.toUserId,
+        direction: 'CREDIT',
+        amount: intent.amount,
+        feeAmount: intent.postFeeAmount,
+      },
     ]);
   }
   return { kind: 'done', intent, transitions: [claimEvent(r), ...transitions] };

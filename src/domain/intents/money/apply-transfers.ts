@@ -26,7 +26,9 @@ export async function applyTransfers(
 ): Promise<MoneyOutcome> {
   const outcome = moneyOutcomeOf(await ledger.createTransfers(tx, transfers));
   if (outcome.kind !== 'settlement_refused') return outcome;
-  const voidFailures = (await ledger.createTransfers(tx, [voidTransfer(intent.id, intent.operationType)])).filter((f) => f.result !== 'exists');
+  const voidFailures = (await ledger.createTransfers(tx, [voidTransfer(intent.id, intent.operationType)])).filter(
+    (f) => f.result !== 'exists',
+  );
   if (voidFailures.length > 0) {
     // The transaction rolls back with this throw, reservation included: no money is left held.
     throw new Error(`ledger refused to void ${intent.id}: ${voidFailures.map((f) => f.result).join(', ')}`);

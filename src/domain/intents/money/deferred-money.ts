@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import type { Sql } from '../../../adapters/database.js';
 import { ledgerAccountId } from '../../../ledger/account-id.js';
 import type { CreateTransferError, Ledger } from '../../../ledger/ledger.js';
-import { type IntentStatus } from '../../model.js';
+import type { IntentStatus } from '../../model.js';
 import { transitAccountName } from '../../channels.js';
 import { type HistoryRow, INTENT_SELECT, type Intent, insertHistory, toIntent } from '../store/intent-store.js';
 import { moveIntent } from '../store/intent-writer.js';
@@ -19,10 +19,20 @@ import { type MoneyPlan, settleTransfers, voidTransfer } from './money-path.js';
 export const PENDING_EXPIRED_REASON = 'pending_expired';
 
 /** A void that finds the reservation already gone has nothing left to release. */
-const ALREADY_RELEASED: readonly CreateTransferError[] = ['pending_transfer_not_found', 'pending_transfer_expired', 'pending_transfer_already_voided'];
+const ALREADY_RELEASED: readonly CreateTransferError[] = [
+  'pending_transfer_not_found',
+  'pending_transfer_expired',
+  'pending_transfer_already_voided',
+];
 
 export type DeferredOutcome =
-  | { readonly kind: 'moved'; readonly from: IntentStatus; readonly to: 'SETTLED' | 'FAILED'; readonly reason: string | null; readonly updatedAt: Date }
+  | {
+      readonly kind: 'moved';
+      readonly from: IntentStatus;
+      readonly to: 'SETTLED' | 'FAILED';
+      readonly reason: string | null;
+      readonly updatedAt: Date;
+    }
   /** Already in the target status (a repeated job, or a resolve that failed it first): no change. */
   | { readonly kind: 'unchanged'; readonly status: IntentStatus };
 
@@ -74,16 +84,29 @@ export async function settleReservation(
   const transfers = settleTransfers(storedPlan(intent));
   const failures = (await ledger.createTransfers(tx, transfers)).filter((f) => f.result !== 'exists');
   if (failures.length === 0) {
-    const updatedAt = await moveStatus(tx, intent, { to: 'SETTLED', reason: null, transferIds: transfers.map((t) => t.id), payload: options.payload ?? null });
+    const updatedAt = await moveStatus(tx, intent, {
+      to: 'SETTLED',
+      reason: null,
+      transferIds: transfers.map((t) => t.id),
+      payload: options.payload ?? null,
+    });
     await insertHistory(tx, intent, historyOf(intent));
     return { kind: 'moved', from: intent.status, to: 'SETTLED', reason: null, updatedAt };
   }
   // A linked chain fails as a whole; its first member (the post) names the cause.
   if (failures.find((f) => f.index === 0)?.result === 'pending_transfer_expired') {
-    const updatedAt = await moveStatus(tx, intent, { to: 'FAILED', reason: PENDING_EXPIRED_REASON, transferIds: [], payload: options.payload ?? null });
+    const updatedAt = await moveStatus(tx, intent, {
+      to: 'FAILED',
+      reason: PENDING_EXPIRED_REASON,
+      transferIds: [],
+      payload: options.payload ?? null,
+    });
     return { kind: 'moved', from: intent.status, to: 'FAILED', reason: PENDING_EXPIRED_REASON, updatedAt };
   }
-  throw new LedgerRefusal(intent.id, failures.map((f) => f.result));
+  throw new LedgerRefusal(
+    intent.id,
+    failures.map((f) => f.result),
+  );
 }
 
 /**
@@ -106,7 +129,12 @@ export async function releaseReservation(
   }
   if (intent.status === 'FAILED') return { kind: 'unchanged', status: intent.status };
   const voided = failure === undefined || failure.result === 'exists';
-  const updatedAt = await moveStatus(tx, intent, { to: 'FAILED', reason: options.reason, transferIds: voided ? [transfer.id] : [], payload: null });
+  const updatedAt = await moveStatus(tx, intent, {
+    to: 'FAILED',
+    reason: options.reason,
+    transferIds: voided ? [transfer.id] : [],
+    payload: null,
+  });
   return { kind: 'moved', from: intent.status, to: 'FAILED', reason: options.reason, updatedAt };
 }
 
@@ -129,7 +157,22 @@ async function moveStatus(
 
 /** The two sides in the transaction history, as create-intent writes them for synchronous payments. */
 function historyOf(intent: Intent): HistoryRow[] {
-  const credit: HistoryRow = { accountName: intent.toAccountName, userId: intent.toUserId, direction: 'CREDIT', amount: intent.amount, feeAmount: intent.postFeeAmount };
+  const credit: HistoryRow = {
+    accountName: intent.toAccountName,
+    userId: intent.toUserId,
+    direction: 'CREDIT',
+    amount: intent.amount,
+    feeAmount: intent.postFeeAmount,
+  };
   if (intent.fromAccountName === null) return [credit];
-  return [{ accountName: intent.fromAccountName, userId: intent.fromUserId, direction: 'DEBIT', amount: intent.amount, feeAmount: intent.preFeeAmount }, credit];
+  return [
+    {
+      accountName: intent.fromAccountName,
+      userId: intent.fromUserId,
+      direction: 'DEBIT',
+      amount: intent.amount,
+      feeAmount: intent.preFeeAmount,
+    },
+    credit,
+  ];
 }

@@ -66,7 +66,13 @@ export function reserveTransfer(plan: MoneyPlan, timeoutS: number): TransferInpu
 export function settleTransfers(plan: MoneyPlan): TransferInput[] {
   const code = LEDGER_CODE_BY_OPERATION[plan.operationType];
   const legs: TransferInput[] = [
-    { id: transferId(plan.intentId, 'post'), pendingId: transferId(plan.intentId, 'reserve'), ledger: LEDGER_THB, code, flags: TransferFlags.postPendingTransfer },
+    {
+      id: transferId(plan.intentId, 'post'),
+      pendingId: transferId(plan.intentId, 'reserve'),
+      ledger: LEDGER_THB,
+      code,
+      flags: TransferFlags.postPendingTransfer,
+    },
   ];
   const toReceiver = plan.amount - plan.postFee;
   if (toReceiver > 0n) {

@@ -28,6 +28,8 @@ export async function enqueueJob(sql: Sql, intentId: string, kind: OutboxKind, p
 }
 
 export async function openJobKinds(sql: Sql, intentId: string): Promise<OutboxKind[]> {
-  const { rows } = await sql.query<{ kind: OutboxKind }>('SELECT kind FROM outbox WHERE intent_id = $1 AND done_at IS NULL ORDER BY id', [intentId]);
+  const { rows } = await sql.query<{ kind: OutboxKind }>('SELECT kind FROM outbox WHERE intent_id = $1 AND done_at IS NULL ORDER BY id', [
+    intentId,
+  ]);
   return rows.map((row) => row.kind);
 }

@@ -52,7 +52,13 @@ export async function resolveIntent(deps: ResolveDeps, input: ResolveInput): Pro
   const outcome = await deps.db.transaction(async (tx): Promise<{ answer: ResolveAnswer; changed: boolean; publishAt: Date | null }> => {
     const intent = await lockIntent(tx, input.intentId);
     if (intent === null) throw apiError('NOT_FOUND', 'intent not found');
-    const unchanged = { intentId: intent.id, previousStatus: intent.status, status: intent.status, resolution: input.resolution, queuedJob: null };
+    const unchanged = {
+      intentId: intent.id,
+      previousStatus: intent.status,
+      status: intent.status,
+      resolution: input.resolution,
+      queuedJob: null,
+    };
     if (intent.status === 'SETTLED' || intent.status === 'FAILED') return { answer: unchanged, changed: false, publishAt: null };
     if (intent.status !== 'MANUAL_REVIEW') throw apiError('WRONG_STATUS', `intent is ${intent.status}, only MANUAL_REVIEW can be resolved`);
 
@@ -62,9 +68,18 @@ export async function resolveIntent(deps: ResolveDeps, input: ResolveInput): Pro
       if (input.resolution === 'FAILED') throw apiError('CONFLICT', 'intent was already resolved CONFIRMED; its settlement is queued');
       return { answer: { ...unchanged, queuedJob: 'post_pending' as const }, changed: false, publishAt: null };
     }
-    const change = { actor: input.actor, entity: 'intent', entityId: intent.id, action: 'update' as const, before: { status: intent.status } };
+    const change = {
+      actor: input.actor,
+      entity: 'intent',
+      entityId: intent.id,
+      action: 'update' as const,
+      before: { status: intent.status },
+    };
     if (input.resolution === 'CONFIRMED') {
-      await enqueueJob(tx, intent.id, 'post_pending', { resolvedBy: input.actor, ...(input.reason === undefined ? {} : { reason: input.reason }) });
+      await enqueueJob(tx, intent.id, 'post_pending', {
+        resolvedBy: input.actor,
+        ...(input.reason === undefined ? {} : { reason: input.reason }),
+      });
       await recordChange(tx, { ...change, after: { status: intent.status, resolution: 'CONFIRMED', queuedJob: 'post_pending' } });
       return { answer: { ...unchanged, queuedJob: 'post_pending' as const }, changed: true, publishAt: null };
     }
@@ -78,13 +93,21 @@ export async function resolveIntent(deps: ResolveDeps, input: ResolveInput): Pro
       job: { kind: 'void_pending', payload: { reason, resolvedBy: input.actor } },
     });
     if (failed === null) throw new Error(`intent ${intent.id} left MANUAL_REVIEW under a locked row`);
-    await recordChange(tx, { ...change, after: { status: 'FAILED', resolution: 'FAILED', failureReason: reason, queuedJob: 'void_pending' } });
+    await recordChange(tx, {
+      ...change,
+      after: { status: 'FAILED', resolution: 'FAILED', failureReason: reason, queuedJob: 'void_pending' },
+    });
     const publishAt = intent.live ? failed.updatedAt : null;
     return { answer: { ...unchanged, status: 'FAILED' as const, queuedJob: 'void_pending' as const }, changed: true, publishAt };
   });
   const { answer, changed, publishAt } = outcome;
   if (changed) {
-    input.log.child({ traceId: input.intentId }).info({ event: 'intent_resolved', resolution: input.resolution, actor: input.actor, queuedJob: answer.queuedJob }, 'manual review resolved');
+    input.log
+      .child({ traceId: input.intentId })
+      .info(
+        { event: 'intent_resolved', resolution: input.resolution, actor: input.actor, queuedJob: answer.queuedJob },
+        'manual review resolved',
+      );
   }
   if (publishAt !== null) void deps.publisher.publish(input.intentId, [answer.status], publishAt);
   return answer;

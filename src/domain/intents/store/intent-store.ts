@@ -101,7 +101,18 @@ export function toIntent(row: Record<string, unknown>): Intent {
   return intent as unknown as Intent;
 }
 
-export type NewIntent = Omit<Intent, 'createdAt' | 'updatedAt' | 'version' | 'canceledAt' | 'redeemedAt' | 'cancelReason' | 'redeemedByUserId' | 'confirmIdempotencyKey' | 'settlementDate'>;
+export type NewIntent = Omit<
+  Intent,
+  | 'createdAt'
+  | 'updatedAt'
+  | 'version'
+  | 'canceledAt'
+  | 'redeemedAt'
+  | 'cancelReason'
+  | 'redeemedByUserId'
+  | 'confirmIdempotencyKey'
+  | 'settlementDate'
+>;
 
 /** A new intent as a JSON row keyed by column, for `jsonb_populate_record(NULL::intents, …)`. */
 export function newIntentRow(intent: NewIntent): Record<string, unknown> {
@@ -172,7 +183,9 @@ export async function listEvents(sql: Sql, intentId: string): Promise<IntentEven
     reason: string | null;
     payload: Record<string, unknown> | null;
     created_at: Date;
-  }>('SELECT id, status_from, status_to, reason, payload, created_at FROM intent_events WHERE intent_id = $1 ORDER BY created_at, id', [intentId]);
+  }>('SELECT id, status_from, status_to, reason, payload, created_at FROM intent_events WHERE intent_id = $1 ORDER BY created_at, id', [
+    intentId,
+  ]);
   return rows.map((row) => ({
     id: Number(row.id),
     statusFrom: row.status_from,
@@ -192,7 +205,11 @@ export interface HistoryRow {
 }
 
 /** The two sides of a settled intent in the transaction history. */
-export async function insertHistory(sql: Sql, intent: Pick<Intent, 'id' | 'operationType' | 'currency'>, rows: readonly HistoryRow[]): Promise<void> {
+export async function insertHistory(
+  sql: Sql,
+  intent: Pick<Intent, 'id' | 'operationType' | 'currency'>,
+  rows: readonly HistoryRow[],
+): Promise<void> {
   if (rows.length === 0) return;
   await sql.query(
     `INSERT INTO transactions (intent_id, account_name, user_id, operation_type, direction, amount, fee_amount, currency)

@@ -25,14 +25,22 @@ export interface IntentChanges {
   readonly transferIds?: readonly string[];
   /** An invoice's payer, claimed with its confirm. */
   readonly payer?: { readonly accountName: string; readonly userId: number; readonly confirmIdempotencyKey: string };
-  readonly fees?: { readonly preFee: bigint; readonly postFee: bigint; readonly splits: ReadonlyArray<{ account: string; amount: string }> };
+  readonly fees?: {
+    readonly preFee: bigint;
+    readonly postFee: bigint;
+    readonly splits: ReadonlyArray<{ account: string; amount: string }>;
+  };
   /** The move reserved money now. */
   readonly reserved?: boolean;
   readonly cancelReason?: string;
   /** Invoices: a change a client can see in `version` (the If-Match of docs/rules.md, Confirm). */
   readonly bumpVersion?: boolean;
   /** A payout's last provider facts. */
-  readonly psp?: { readonly inquiryRef?: string | undefined; readonly settlementDate?: string | undefined; readonly inquiries?: number | undefined };
+  readonly psp?: {
+    readonly inquiryRef?: string | undefined;
+    readonly settlementDate?: string | undefined;
+    readonly inquiries?: number | undefined;
+  };
   /** A payout ended by an operator: its sub-state ends FAILED too (when it has one). */
   readonly endSubState?: boolean;
 }
@@ -84,10 +92,10 @@ export async function moveIntents(tx: Sql, intentIds: readonly string[], move: M
   const events = eventsOf(move);
   if (intentIds.length === 0) return [];
   const update = updateOf(move);
-  const { rows } = await tx.query(`UPDATE intents SET ${update.sets.join(', ')} WHERE id = ANY($1::uuid[]) AND ${update.guards.join(' AND ')} RETURNING ${INTENT_SELECT}`, [
-    intentIds,
-    ...update.params,
-  ]);
+  const { rows } = await tx.query(
+    `UPDATE intents SET ${update.sets.join(', ')} WHERE id = ANY($1::uuid[]) AND ${update.guards.join(' AND ')} RETURNING ${INTENT_SELECT}`,
+    [intentIds, ...update.params],
+  );
   const moved = rows.map(toIntent);
   await appendEvents(
     tx,
@@ -102,7 +110,10 @@ export async function moveIntents(tx: Sql, intentIds: readonly string[], move: M
 function eventsOf(move: Move): Transition[] {
   const { subState } = move;
   if (subState !== undefined) {
-    assert.ok(isAllowedPspTransition(subState.from, subState.to), `PSP sub-state ${subState.from} → ${subState.to} is not in the transition table`);
+    assert.ok(
+      isAllowedPspTransition(subState.from, subState.to),
+      `PSP sub-state ${subState.from} → ${subState.to} is not in the transition table`,
+    );
     const intentTo = PSP_TRANSITIONS.find((t) => t.from === subState.from && t.to === subState.to)?.intentTo ?? move.from;
     assert.equal(move.to, intentTo, `PSP sub-state ${subState.from} → ${subState.to} moves the intent to ${intentTo}, not ${move.to}`);
     assert.ok(move.trail === undefined, 'a sub-state move has its own event');
@@ -125,7 +136,8 @@ function updateOf(move: Move): { sets: string[]; guards: string[]; params: unkno
     guards.push(`psp_state = ${p(subState.from)}`, `psp_lease_owner = ${p(subState.leaseOwner)}::uuid`);
   }
   if (changes.failureReason !== undefined) sets.push(`failure_reason = ${p(changes.failureReason)}`);
-  if (changes.addTransferIds !== undefined && changes.addTransferIds.length > 0) sets.push(`transfer_ids = transfer_ids || ${p(changes.addTransferIds)}::uuid[]`);
+  if (changes.addTransferIds !== undefined && changes.addTransferIds.length > 0)
+    sets.push(`transfer_ids = transfer_ids || ${p(changes.addTransferIds)}::uuid[]`);
   if (changes.transferIds !== undefined) sets.push(`transfer_ids = ${p(changes.transferIds)}::uuid[]`);
   if (changes.payer !== undefined) {
     const userId = p(changes.payer.userId);
@@ -232,7 +244,12 @@ export async function releasePayout(sql: Sql, intentId: string, leaseOwner: stri
  * Counts a status inquiry that brought no final answer and renews the lease; false when the
  * intent changed meanwhile (the lease ran out and another worker took it).
  */
-export async function countInquiry(sql: Sql, intentId: string, lease: { readonly owner: string; readonly ms: number }, inquiries: { readonly from: number; readonly to: number }): Promise<boolean> {
+export async function countInquiry(
+  sql: Sql,
+  intentId: string,
+  lease: { readonly owner: string; readonly ms: number },
+  inquiries: { readonly from: number; readonly to: number },
+): Promise<boolean> {
   const { rowCount } = await sql.query(
     `UPDATE intents SET psp_inquiries = $4, psp_lease_until = now() + $5::bigint * interval '1 millisecond', updated_at = now()
       WHERE id = $1 AND status = 'AUTHORIZED' AND psp_state = 'INQUIRING' AND psp_lease_owner = $2::uuid AND psp_inquiries = $3`,

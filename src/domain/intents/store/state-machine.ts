@@ -46,11 +46,18 @@ export function isAllowedTransition(from: IntentStatus | null, to: IntentStatus)
  * Throws unless `trail` leads from `from` to `to` one allowed step at a time: what every writer
  * of intent state checks before it writes (a bug, never an input error).
  */
-export function assertTrail(from: IntentStatus | null, to: IntentStatus, trail: ReadonlyArray<{ readonly from: string | null; readonly to: string }>): void {
+export function assertTrail(
+  from: IntentStatus | null,
+  to: IntentStatus,
+  trail: ReadonlyArray<{ readonly from: string | null; readonly to: string }>,
+): void {
   let at: string | null = from;
   for (const step of trail) {
     assert.ok(step.from === at, `a trail from ${from ?? 'nothing'} breaks at ${step.from ?? 'nothing'} → ${step.to}`);
-    assert.ok(isIntentStatus(step.to) && isAllowedTransition(at as IntentStatus | null, step.to), `${at ?? 'nothing'} → ${step.to} is not in the transition table`);
+    assert.ok(
+      isIntentStatus(step.to) && isAllowedTransition(at as IntentStatus | null, step.to),
+      `${at ?? 'nothing'} → ${step.to} is not in the transition table`,
+    );
     at = step.to;
   }
   assert.equal(at, to, `a trail from ${from ?? 'nothing'} ends in ${at ?? 'nothing'}, not ${to}`);
@@ -69,7 +76,16 @@ export function isIntentStatus(value: string): value is IntentStatus {
  * CONFIRMED and FAILED leave the intent AUTHORIZED (an outbox job settles or fails it later, with
  * an event of its own); the move into MANUAL_REVIEW moves the intent in the same event.
  */
-export const PSP_SUB_STATES = ['NEW', 'QUERY_PENDING', 'QUERIED', 'CONFIRM_PENDING', 'INQUIRING', 'CONFIRMED', 'FAILED', 'MANUAL_REVIEW'] as const;
+export const PSP_SUB_STATES = [
+  'NEW',
+  'QUERY_PENDING',
+  'QUERIED',
+  'CONFIRM_PENDING',
+  'INQUIRING',
+  'CONFIRMED',
+  'FAILED',
+  'MANUAL_REVIEW',
+] as const;
 export type PspSubState = (typeof PSP_SUB_STATES)[number];
 
 /** Where a PSPX intent's sub-state chain starts before its first recorded move. */
@@ -101,7 +117,9 @@ export const PSP_TRANSITIONS: readonly PspTransition[] = [
 const pspKeys = new Set(PSP_TRANSITIONS.map((t) => `${t.from}>${t.to}`));
 
 /** The sub-states the PSP worker still has work in (a move out of them); the others are ends, for the outbox or an operator. */
-export const PSP_ACTIVE_SUB_STATES: readonly PspSubState[] = PSP_SUB_STATES.filter((state) => PSP_TRANSITIONS.some((t) => t.from === state));
+export const PSP_ACTIVE_SUB_STATES: readonly PspSubState[] = PSP_SUB_STATES.filter((state) =>
+  PSP_TRANSITIONS.some((t) => t.from === state),
+);
 
 export function isAllowedPspTransition(from: PspSubState, to: PspSubState): boolean {
   return pspKeys.has(`${from}>${to}`);

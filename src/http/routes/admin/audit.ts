@@ -8,7 +8,10 @@ import { ADMIN_SECURITY } from './crud.js';
 const AuditQuery = Type.Object(
   {
     since: Type.Optional(
-      Type.String({ format: 'date-time', description: 'only intents updated since then get the per-intent checks; ledger-wide checks always run' }),
+      Type.String({
+        format: 'date-time',
+        description: 'only intents updated since then get the per-intent checks; ledger-wide checks always run',
+      }),
     ),
   },
   { additionalProperties: false },

@@ -5,7 +5,14 @@ import { checkFeeExpression } from '../../../domain/admin/fee-expression-check.j
 import { FeeRule, FeeRuleInputs, feeRules } from '../../../domain/admin/fee-rules.js';
 import { LimitRule, LimitRuleInputs, limitRules } from '../../../domain/admin/limit-rules.js';
 import { checkRoute, Route, RouteInputs, routes } from '../../../domain/admin/routes.js';
-import { checkPermissions, type Permissions, ServiceIdParams, ServiceKey, ServiceKeyInputs, serviceKeys } from '../../../domain/admin/service-keys.js';
+import {
+  checkPermissions,
+  type Permissions,
+  ServiceIdParams,
+  ServiceKey,
+  ServiceKeyInputs,
+  serviceKeys,
+} from '../../../domain/admin/service-keys.js';
 import { createFeeEngine, type FeeEngine } from '../../../domain/fees/index.js';
 import { crudRoutes } from './crud.js';
 import { IdParams } from './schemas.js';

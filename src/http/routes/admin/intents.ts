@@ -2,10 +2,17 @@ import type { App } from '../../typed-app.js';
 import Type from 'typebox';
 import type { Database } from '../../../adapters/database.js';
 import { apiError } from '../../../domain/errors.js';
-import { decodeCursor, type IntentFilter, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, listIntents } from '../../../domain/intents/store/intent-listing.js';
+import {
+  decodeCursor,
+  type IntentFilter,
+  LIST_LIMIT_DEFAULT,
+  LIST_LIMIT_MAX,
+  listIntents,
+} from '../../../domain/intents/store/intent-listing.js';
 import { findIntent, type Intent, listEvents } from '../../../domain/intents/store/intent-store.js';
 import { CHANNELS, INTENT_STATUSES, OPERATION_TYPES } from '../../../domain/model.js';
 import { Money, responses, Uuid } from '../../schemas.js';
+import { intentView } from '../intents.js';
 import { ADMIN_SECURITY } from './crud.js';
 
 const config = { auth: 'admin' as const };
@@ -68,31 +75,19 @@ const AdminIntentWithEvents = Type.Object({ ...AdminIntent.properties, events: T
 
 const iso = (date: Date | null) => (date === null ? null : date.toISOString());
 
+/** The intent as its own service reads it, with what only an operator sees. */
 function adminIntentView(intent: Intent) {
   return {
-    intentId: intent.id,
+    ...intentView(intent),
     serviceId: intent.serviceId,
     idempotencyKey: intent.idempotencyKey,
     userId: intent.userId,
-    operationType: intent.operationType,
-    channel: intent.channel,
-    status: intent.status,
     pspState: intent.pspState,
-    amount: intent.amount.toString(),
-    currency: intent.currency,
-    preFeeAmount: intent.preFeeAmount.toString(),
-    postFeeAmount: intent.postFeeAmount.toString(),
-    fromAccount: intent.fromAccountName,
-    toAccount: intent.toAccountName,
     externalRef: intent.externalRef,
-    failureReason: intent.failureReason,
     cancelReason: intent.cancelReason,
     settlementDate: intent.settlementDate,
     metadata: { ...intent.metadata },
-    version: intent.version,
     expiresAt: iso(intent.expiresAt),
-    createdAt: intent.createdAt.toISOString(),
-    updatedAt: intent.updatedAt.toISOString(),
   };
 }
 
@@ -134,7 +129,8 @@ export function adminIntentRoutes(app: App, deps: { readonly db: Database }): vo
     },
     async (request) => {
       const query = request.query;
-      if (query.cursor !== undefined && decodeCursor(query.cursor) === null) throw apiError('VALIDATION_ERROR', 'querystring.cursor: not a cursor this listing issued');
+      if (query.cursor !== undefined && decodeCursor(query.cursor) === null)
+        throw apiError('VALIDATION_ERROR', 'querystring.cursor: not a cursor this listing issued');
       const page = await listIntents(deps.db, filterOf(query), { limit: query.limit, cursor: query.cursor ?? null });
       return { intents: page.intents.map(adminIntentView), nextCursor: page.nextCursor };
     },

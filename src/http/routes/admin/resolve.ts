@@ -1,5 +1,5 @@
 import type { App } from '../../typed-app.js';
-import Type, { type Static } from 'typebox';
+import Type from 'typebox';
 import { INTENT_STATUSES } from '../../../domain/model.js';
 import { RESOLUTIONS, type ResolveDeps, resolveIntent } from '../../../domain/intents/money/resolve-intent.js';
 import { OUTBOX_KINDS } from '../../../domain/intents/money/outbox-jobs.js';
@@ -18,9 +18,13 @@ const ResolveBody = Type.Object(
 const ResolveResponse = Type.Object({
   intentId: Uuid,
   previousStatus: Type.Enum(INTENT_STATUSES),
-  status: Type.Enum(INTENT_STATUSES, { description: 'after the call; CONFIRMED stays MANUAL_REVIEW until the queued post_pending job settles it' }),
+  status: Type.Enum(INTENT_STATUSES, {
+    description: 'after the call; CONFIRMED stays MANUAL_REVIEW until the queued post_pending job settles it',
+  }),
   resolution: Type.Enum(RESOLUTIONS),
-  queuedJob: Type.Union([Type.Enum(OUTBOX_KINDS), Type.Null()], { description: 'the outbox job that finishes the resolution; null when nothing changed' }),
+  queuedJob: Type.Union([Type.Enum(OUTBOX_KINDS), Type.Null()], {
+    description: 'the outbox job that finishes the resolution; null when nothing changed',
+  }),
 });
 
 /**
@@ -35,7 +39,8 @@ export function adminResolveRoutes(app: App, deps: ResolveDeps): void {
       schema: {
         tags: ['admin'],
         security: ADMIN_SECURITY,
-        summary: 'Resolve an intent in MANUAL_REVIEW: CONFIRMED queues its settlement, FAILED fails it and queues the release of its reservation',
+        summary:
+          'Resolve an intent in MANUAL_REVIEW: CONFIRMED queues its settlement, FAILED fails it and queues the release of its reservation',
         params: Type.Object({ id: Uuid }),
         body: ResolveBody,
         response: responses({ 200: ResolveResponse }, [401, 403, 404, 409, 422]),
@@ -44,7 +49,13 @@ export function adminResolveRoutes(app: App, deps: ResolveDeps): void {
     async (request) => {
       const { id } = request.params;
       const body = request.body;
-      return resolveIntent(deps, { intentId: id, resolution: body.resolution, reason: body.reason, actor: request.caller.serviceId, log: request.log });
+      return resolveIntent(deps, {
+        intentId: id,
+        resolution: body.resolution,
+        reason: body.reason,
+        actor: request.caller.serviceId,
+        log: request.log,
+      });
     },
   );
 }

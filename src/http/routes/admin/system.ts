@@ -4,7 +4,7 @@ import { recordChange } from '../../../domain/admin/change-log.js';
 import { apiError } from '../../../domain/errors.js';
 import { responses } from '../../schemas.js';
 import { ADMIN_SECURITY } from './crud.js';
-import { type LogLevel, LogLevelBody, LogLevelResponse, ReloadResponse } from './schemas.js';
+import { LogLevelBody, LogLevelResponse, ReloadResponse } from './schemas.js';
 
 /** Re-reads CONFIG_FILE's secrets into memory; returns the number of services with a secret. Throws when the file is unusable. */
 export type ReloadSecrets = () => Promise<number> | number;
@@ -51,7 +51,14 @@ function reloadRoute(app: App, deps: AdminSystemDeps): void {
           throw apiError('INTERNAL_ERROR', 'secrets reload failed; the previous secrets stay in force (see the service log)');
         }
         // Only the count is recorded: secrets never reach the database.
-        await recordChange(tx, { actor: request.caller.serviceId, entity: 'config', entityId: 'secrets', action: 'reload', before: null, after: { services: count } });
+        await recordChange(tx, {
+          actor: request.caller.serviceId,
+          entity: 'config',
+          entityId: 'secrets',
+          action: 'reload',
+          before: null,
+          after: { services: count },
+        });
         return count;
       });
       request.log.info({ services }, 'secrets reloaded');
@@ -63,7 +70,15 @@ function reloadRoute(app: App, deps: AdminSystemDeps): void {
 function logLevelRoutes(app: App, db: Database): void {
   app.get(
     '/admin/log-level',
-    { config, schema: { tags, security: ADMIN_SECURITY, summary: 'The current log level', response: responses({ 200: LogLevelResponse }, [401, 403]) } },
+    {
+      config,
+      schema: {
+        tags,
+        security: ADMIN_SECURITY,
+        summary: 'The current log level',
+        response: responses({ 200: LogLevelResponse }, [401, 403]),
+      },
+    },
     async () => ({ level: currentLevel(app) }),
   );
 
@@ -83,7 +98,14 @@ function logLevelRoutes(app: App, db: Database): void {
       const { level } = request.body;
       const previous = currentLevel(app);
       await db.transaction((tx) =>
-        recordChange(tx, { actor: request.caller.serviceId, entity: 'log-level', entityId: null, action: 'log-level', before: { level: previous }, after: { level } }),
+        recordChange(tx, {
+          actor: request.caller.serviceId,
+          entity: 'log-level',
+          entityId: null,
+          action: 'log-level',
+          before: { level: previous },
+          after: { level },
+        }),
       );
       // Set after the record commits: a switch that cannot be recorded does not happen.
       app.log.level = level;
