@@ -38,6 +38,19 @@ LANGUAGE sql IMMUTABLE AS $$
          + ledger_voids_pending(p_flags)::integer > 1
 $$;
 
+-- What a transfer is, by its flags: 'pending' (a reservation), 'post', 'void' or 'single' (posted
+-- at once); null when they clash. For readers that check a stored transfer's kind (the audit).
+CREATE OR REPLACE FUNCTION ledger_transfer_kind(p_flags integer) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE
+    WHEN ledger_transfer_flags_clash(p_flags) THEN NULL
+    WHEN ledger_is_pending(p_flags) THEN 'pending'
+    WHEN ledger_posts_pending(p_flags) THEN 'post'
+    WHEN ledger_voids_pending(p_flags) THEN 'void'
+    ELSE 'single'
+  END
+$$;
+
 -- AccountFlags.debitsMustNotExceedCredits: debits pending + debits posted never exceed credits
 -- posted (a wallet that must not be overdrawn).
 CREATE OR REPLACE FUNCTION ledger_debits_must_not_exceed_credits(p_flags integer) RETURNS boolean

@@ -131,7 +131,7 @@ async function checkAccountMap(sql: Sql): Promise<AuditViolation[]> {
        FROM accounts a LEFT JOIN ledger_accounts l ON l.id = a.ledger_account_id
       WHERE l.id IS NULL
          OR l.ledger <> a.ledger_number
-         OR (l.flags & 2 <> 0) <> (a.account_type <> ALL ($1::text[]))
+         OR ledger_debits_must_not_exceed_credits(l.flags) <> (a.account_type <> ALL ($1::text[]))
       ORDER BY a.account_name
       LIMIT $2`,
     [UNOWNED_ACCOUNT_TYPES, VIOLATIONS_PER_CHECK_MAX],
@@ -446,12 +446,12 @@ async function compareTransfers(sql: Sql, expectations: readonly Expectation[]):
               WHEN 'absent' THEN t.id IS NULL
               WHEN 'released_or_absent' THEN t.id IS NULL OR t.pending_status IN ('voided', 'expired')
               WHEN 'not_posted' THEN t.id IS NULL OR t.pending_status IS DISTINCT FROM 'posted'
-              WHEN 'posted_reserve' THEN t.flags & 14 = 2 AND t.pending_status = 'posted'
+              WHEN 'posted_reserve' THEN ledger_transfer_kind(t.flags) = 'pending' AND t.pending_status = 'posted'
                 AND t.debit_account_id = e.debit_id AND t.credit_account_id = e.credit_id AND t.amount = e.amount
-              WHEN 'pending_reserve' THEN t.flags & 14 = 2 AND t.pending_status = 'pending'
+              WHEN 'pending_reserve' THEN ledger_transfer_kind(t.flags) = 'pending' AND t.pending_status = 'pending'
                 AND t.debit_account_id = e.debit_id AND t.credit_account_id = e.credit_id AND t.amount = e.amount
-              WHEN 'post' THEN t.flags & 14 = 4 AND t.pending_id = e.pending_id AND t.amount = e.amount
-              WHEN 'single' THEN t.flags & 14 = 0
+              WHEN 'post' THEN ledger_transfer_kind(t.flags) = 'post' AND t.pending_id = e.pending_id AND t.amount = e.amount
+              WHEN 'single' THEN ledger_transfer_kind(t.flags) = 'single'
                 AND t.debit_account_id = e.debit_id AND t.credit_account_id = e.credit_id AND t.amount = e.amount
             END, false)
       ORDER BY e.ord`,

@@ -14,7 +14,7 @@ afterAll(async () => db?.close());
 const has = (flags: number, flag: number) => (flags & flag) !== 0;
 
 /** Each SQL predicate of sql/ledger/01-flags.sql, as the TypeScript constants define it. */
-const predicates: Record<string, (flags: number) => boolean | number> = {
+const predicates: Record<string, (flags: number) => boolean | number | string | null> = {
   ledger_is_linked: (f) => has(f, TransferFlags.linked) && has(f, AccountFlags.linked),
   ledger_is_pending: (f) => has(f, TransferFlags.pending),
   ledger_posts_pending: (f) => has(f, TransferFlags.postPendingTransfer),
@@ -22,6 +22,15 @@ const predicates: Record<string, (flags: number) => boolean | number> = {
   ledger_resolves_pending: (f) => has(f, TransferFlags.postPendingTransfer) || has(f, TransferFlags.voidPendingTransfer),
   ledger_transfer_flags_clash: (f) =>
     [TransferFlags.pending, TransferFlags.postPendingTransfer, TransferFlags.voidPendingTransfer].filter((flag) => has(f, flag)).length > 1,
+  ledger_transfer_kind: (f) => {
+    const kinds = [
+      [TransferFlags.pending, 'pending'],
+      [TransferFlags.postPendingTransfer, 'post'],
+      [TransferFlags.voidPendingTransfer, 'void'],
+    ] as const;
+    const set = kinds.filter(([flag]) => has(f, flag));
+    return set.length > 1 ? null : (set[0]?.[1] ?? 'single');
+  },
   ledger_debits_must_not_exceed_credits: (f) => has(f, AccountFlags.debitsMustNotExceedCredits),
   ledger_credits_must_not_exceed_debits: (f) => has(f, AccountFlags.creditsMustNotExceedDebits),
   ledger_is_guarded: (f) => has(f, AccountFlags.debitsMustNotExceedCredits) || has(f, AccountFlags.creditsMustNotExceedDebits),
@@ -36,7 +45,7 @@ describe('the SQL flag predicates', () => {
   const combinations = Array.from({ length: (everyFlag + 1) * 2 }, (_, flags) => flags);
 
   it.each(Object.entries(predicates))('%s agrees with the TypeScript flags for every combination of bits', async (name, expected) => {
-    const { rows } = await db.query<{ flags: number; answer: boolean | number }>(
+    const { rows } = await db.query<{ flags: number; answer: boolean | number | string | null }>(
       `SELECT f AS flags, ${name}(f) AS answer FROM unnest($1::integer[]) AS f ORDER BY f`,
       [combinations],
     );
