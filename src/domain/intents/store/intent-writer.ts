@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import type { Sql } from '../../../adapters/database.js';
 import type { IntentStatus } from '../../model.js';
 import { INTENT_SELECT, type Intent, toIntent, type Transition } from './intent-store.js';
-import { enqueueJob, type OutboxKind, type OutboxPayload } from '../money/outbox-jobs.js';
+import type { OutboxKind, OutboxPayload } from '../money/outbox-jobs.js';
 import { assertTrail, isAllowedPspTransition, PSP_ACTIVE_SUB_STATES, PSP_TRANSITIONS, type PspSubState } from './state-machine.js';
 
 /**
@@ -87,23 +87,39 @@ export async function moveIntent(tx: Sql, intentId: string, move: Move): Promise
   return moved ?? null;
 }
 
-/** The same move for many intents at once (a sweep); answers those that moved. */
+/**
+ * The same move for many intents at once (a sweep); answers those that moved. One statement: the
+ * guarded update, the audit events of the rows it moved and their outbox job, so a move costs
+ * one round trip whatever it writes.
+ */
 export async function moveIntents(tx: Sql, intentIds: readonly string[], move: Move): Promise<Intent[]> {
   const events = eventsOf(move);
   if (intentIds.length === 0) return [];
   const update = updateOf(move);
+  const params: unknown[] = [intentIds, ...update.params];
+  const p = (value: unknown) => `$${params.push(value)}`;
+  const eventsSql = `INSERT INTO intent_events (intent_id, status_from, status_to, reason, payload)
+     SELECT m.id, e.status_from, e.status_to, e.reason, e.payload
+       FROM moved m,
+            unnest(${p(events.map((t) => t.from))}::text[], ${p(events.map((t) => t.to))}::text[], ${p(events.map((t) => t.reason ?? null))}::text[],
+                   ${p(events.map((t) => (t.payload === undefined || t.payload === null ? null : JSON.stringify(t.payload))))}::jsonb[])
+              WITH ORDINALITY AS e (status_from, status_to, reason, payload, ord)
+      ORDER BY array_position($1::uuid[], m.id), e.ord`;
+  // An open job of the same kind is already queued: ON CONFLICT keeps the one job per kind.
+  const jobSql =
+    move.job === undefined
+      ? ''
+      : `, job AS (
+          INSERT INTO outbox (kind, intent_id, payload) SELECT ${p(move.job.kind)}, m.id, ${p(JSON.stringify(move.job.payload))}::jsonb FROM moved m
+          ON CONFLICT (intent_id, kind) WHERE done_at IS NULL DO NOTHING)`;
   const { rows } = await tx.query(
-    `UPDATE intents SET ${update.sets.join(', ')} WHERE id = ANY($1::uuid[]) AND ${update.guards.join(' AND ')} RETURNING ${INTENT_SELECT}`,
-    [intentIds, ...update.params],
+    `WITH moved AS (
+       UPDATE intents SET ${update.sets.join(', ')} WHERE id = ANY($1::uuid[]) AND ${update.guards.join(' AND ')} RETURNING ${INTENT_SELECT}
+     ), events AS (${eventsSql})${jobSql}
+     SELECT * FROM moved`,
+    params,
   );
-  const moved = rows.map(toIntent);
-  await appendEvents(
-    tx,
-    moved.map((intent) => intent.id),
-    events,
-  );
-  if (move.job !== undefined) for (const intent of moved) await enqueueJob(tx, intent.id, move.job.kind, move.job.payload);
-  return moved;
+  return rows.map(toIntent);
 }
 
 /** The events a move writes, after checking every step against the transition tables. */
@@ -168,25 +184,6 @@ function updateOf(move: Move): { sets: string[]; guards: string[]; params: unkno
   if (conditions.expiredInvoice === true) guards.push("operation_type = 'INVOICE_PAYMENT'", 'expires_at < now()');
   if (conditions.version !== undefined) guards.push(`version = ${p(conditions.version)}`);
   return { sets, guards, params };
-}
-
-/** Appends the same events to each intent, in order; the id sequence breaks ties between equal timestamps. */
-async function appendEvents(sql: Sql, intentIds: readonly string[], events: readonly Transition[]): Promise<void> {
-  if (intentIds.length === 0 || events.length === 0) return;
-  await sql.query(
-    `INSERT INTO intent_events (intent_id, status_from, status_to, reason, payload)
-     SELECT i.id, e.status_from, e.status_to, e.reason, e.payload
-       FROM unnest($1::uuid[]) WITH ORDINALITY AS i (id, ord),
-            unnest($2::text[], $3::text[], $4::text[], $5::jsonb[]) WITH ORDINALITY AS e (status_from, status_to, reason, payload, ord)
-      ORDER BY i.ord, e.ord`,
-    [
-      intentIds,
-      events.map((t) => t.from),
-      events.map((t) => t.to),
-      events.map((t) => t.reason ?? null),
-      events.map((t) => (t.payload === undefined || t.payload === null ? null : JSON.stringify(t.payload))),
-    ],
-  );
 }
 
 // The PSP worker's leases ---------------------------------------------------------------------
