@@ -3,40 +3,18 @@
 const TOKEN_KEY = 'payorch.adminToken';
 
 /*
- * The admin API's answers, as far as the console reads them. The server's schemas are the source
- * (src/http/routes/admin/intents.ts, resolve.ts, accounts.ts, audit.ts);
- * amounts are satang in decimal strings, times ISO 8601.
+ * The admin API's answers, as far as the console reads them: the TypeScript client's types
+ * (src/client/types.ts), which the server's schemas and domain types define.
  */
-/**
- * @typedef {object} AdminIntent
- * @property {string} intentId
- * @property {string} serviceId
- * @property {string} operationType
- * @property {string} channel
- * @property {string} status
- * @property {string | null} pspState
- * @property {string} amount
- * @property {string} currency
- * @property {string} preFeeAmount
- * @property {string} postFeeAmount
- * @property {string | null} fromAccount
- * @property {string} toAccount
- * @property {string | null} externalRef
- * @property {string | null} failureReason
- * @property {string | null} settlementDate
- * @property {Record<string, unknown>} metadata
- * @property {number} version
- * @property {string} createdAt
- * @property {string} updatedAt
- */
-/** @typedef {{ id: number, statusFrom: string | null, statusTo: string, reason: string | null, payload: Record<string, unknown> | null, createdAt: string }} AdminIntentEvent */
+/** @typedef {import('../dist/client/types.js').AdminIntent} AdminIntent */
+/** @typedef {import('../dist/client/types.js').IntentEvent} AdminIntentEvent */
 /** @typedef {AdminIntent & { events: AdminIntentEvent[] }} AdminIntentWithEvents */
-/** @typedef {{ intents: AdminIntent[], nextCursor: string | null }} IntentPage */
-/** @typedef {{ intentId: string, status: string, resolution: 'CONFIRMED' | 'FAILED', queuedJob: string | null }} ResolveAnswer */
+/** @typedef {import('../dist/client/types.js').AdminIntentPage} IntentPage */
+/** @typedef {import('../dist/client/types.js').ResolveResult} ResolveAnswer */
 /** @typedef {import('typebox').Static<typeof import('../dist/http/schemas.js').HistoryEntry>} HistoryEntry */
 /** @typedef {{ accountName: string, accountType: string, userId: number | null, currency: string, balance: string, transactions: HistoryEntry[] }} AdminAccount */
-/** @typedef {{ check: string, detail: string, intentId?: string, account?: string }} AuditViolation */
-/** @typedef {{ ok: boolean, checkedAt: string, violations: AuditViolation[] }} AuditAnswer */
+/** @typedef {import('../dist/client/types.js').AuditViolation} AuditViolation */
+/** @typedef {import('../dist/client/types.js').AuditResult} AuditAnswer */
 
 export const readToken = () => sessionStorage.getItem(TOKEN_KEY);
 /** @param {string} token */

@@ -106,7 +106,7 @@ export function IntentTable({ intents, caption, actions }) {
 
 export function IntentList() {
   const [filters, setFilters] = useState(EMPTY_FILTERS);
-  const [intents, setIntents] = useState(/** @type {AdminIntent[]} */ ([]));
+  const [intents, setIntents] = useState(/** @type {readonly AdminIntent[]} */ ([]));
   const [nextCursor, setNextCursor] = useState(/** @type {string | null} */ (null));
   const [error, setError] = useState(/** @type {unknown} */ (null));
   const [loading, setLoading] = useState(false);

@@ -12,7 +12,7 @@ const QUEUE_SIZE_MAX = 100;
 /** @typedef {import('./api.js').AdminIntent} AdminIntent */
 
 export function ReviewQueue() {
-  const [intents, setIntents] = useState(/** @type {AdminIntent[] | null} */ (null));
+  const [intents, setIntents] = useState(/** @type {readonly AdminIntent[] | null} */ (null));
   const [error, setError] = useState(/** @type {unknown} */ (null));
   const load = useCallback(async () => {
     try {
