@@ -105,6 +105,19 @@ describe('GET /admin/accounts/{name} (the console account look-up)', () => {
     expect([wrong.statusCode, wrong.json()]).toEqual([401, { error: 'UNAUTHORIZED', message: 'invalid bearer token' }]);
   });
 
+  it('says so when the server has no ADMIN_TOKEN, instead of calling any token wrong', async () => {
+    const tokenless = await startTestApp({ env: { ADMIN_TOKEN: '' } });
+    try {
+      const res = await tokenless.app.inject({ method: 'GET', url: '/admin/accounts/user.801.THB', headers: ADMIN });
+      expect([res.statusCode, res.json()]).toEqual([
+        401,
+        { error: 'UNAUTHORIZED', message: 'this server has no ADMIN_TOKEN: set ADMIN_TOKEN to sign in with a bearer token' },
+      ]);
+    } finally {
+      await tokenless.close();
+    }
+  });
+
   it('403 for a signed key without admin permission; 200 for a signed admin key', async () => {
     expect((await t.call('GET', '/admin/accounts/user.801.THB', { service: 'wallet-api' })).statusCode).toBe(403);
     expect((await t.call('GET', '/admin/accounts/user.801.THB', { service: 'admin-tool' })).statusCode).toBe(200);

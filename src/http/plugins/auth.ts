@@ -116,6 +116,8 @@ async function authenticate(request: FastifyRequest, mode: AuthMode, deps: Requi
   const authorization = header(request, 'authorization');
   const signed = header(request, 'x-signature') !== undefined || header(request, 'signature-input') !== undefined;
   if ((mode === 'admin' || mode === 'resolve') && authorization !== undefined && !signed) {
+    // Said apart, so that an operator who opens the console on a server started without one learns why.
+    if (deps.adminToken === undefined) throw unauthorized('this server has no ADMIN_TOKEN: set ADMIN_TOKEN to sign in with a bearer token');
     if (!bearerMatches(authorization, deps.adminToken)) throw unauthorized('invalid bearer token');
     return { key: null, serviceId: ADMIN_CALLER_ID };
   }
