@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import type { AccountCreated, EntityType } from '../client/types.js';
 import { ENTITY_TYPES } from '../domain/model.js';
 import { apiContext, COMMON_OPTIONS, integerArg, optionalIntegerArg, parseCommandLine, runRequests } from './api-context.js';
-import { type CliIo, type ExitCode, UsageError } from './cli-io.js';
+import { type CliIo, type ExitCode, UsageError, unknownSubcommand } from './cli-io.js';
 import { formatMoney, type Output } from './output.js';
 
 function entityTypeOf(raw: string | undefined): EntityType {
@@ -116,6 +116,6 @@ export async function accountsCommand(args: string[], io: CliIo): Promise<ExitCo
     case 'history':
       return history(rest, io);
     default:
-      throw new UsageError(`unknown command: accounts ${sub ?? ''}`.trimEnd());
+      throw unknownSubcommand('accounts', sub);
   }
 }

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import type { ResolveRequest } from '../client/types.js';
 import { apiContext, COMMON_OPTIONS, parseCommandLine, runRequests } from './api-context.js';
-import { type CliIo, type ExitCode, UsageError } from './cli-io.js';
+import { type CliIo, type ExitCode, UsageError, unknownSubcommand } from './cli-io.js';
 
 const RESOLUTIONS: readonly ResolveRequest['resolution'][] = ['CONFIRMED', 'FAILED'];
 
@@ -31,6 +31,6 @@ export async function adminCommand(args: string[], io: CliIo): Promise<ExitCode>
     case 'resolve':
       return resolve(rest, io);
     default:
-      throw new UsageError(`unknown command: admin ${sub ?? ''}`.trimEnd());
+      throw unknownSubcommand('admin', sub);
   }
 }

@@ -37,3 +37,7 @@ export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
 export class UsageError extends Error {
   override readonly name = 'UsageError';
 }
+
+/** A command given no subcommand, or one it does not have. */
+export const unknownSubcommand = (command: string, sub: string | undefined) =>
+  new UsageError(sub === undefined ? `${command} needs a subcommand` : `unknown command: ${command} ${sub}`);

@@ -11,7 +11,7 @@ import {
   requireUser,
   runRequests,
 } from './api-context.js';
-import { type CliIo, type ExitCode, UsageError } from './cli-io.js';
+import { type CliIo, type ExitCode, UsageError, unknownSubcommand } from './cli-io.js';
 import { formatMoney, type Output } from './output.js';
 import { watchIntent } from './watch-intent.js';
 
@@ -224,6 +224,6 @@ export async function intentsCommand(args: string[], io: CliIo): Promise<ExitCod
     case 'watch':
       return watch(rest, io);
     default:
-      throw new UsageError(`unknown command: intents ${sub ?? ''}`.trimEnd());
+      throw unknownSubcommand('intents', sub);
   }
 }

@@ -8,6 +8,7 @@ import { auditCommand } from './audit-command.js';
 import { callCommand } from './call-command.js';
 import { type CliIo, EXIT, processIo, UsageError } from './cli-io.js';
 import { intentsCommand, quoteCommand } from './intent-commands.js';
+import { VERSION } from '../version.js';
 import { policiesCommand } from './policy-commands.js';
 
 export { type CliIo, EXIT, processIo } from './cli-io.js';
@@ -15,6 +16,8 @@ export { type CliIo, EXIT, processIo } from './cli-io.js';
 const USAGE = `payorch: payment orchestration service
 
 Usage:
+  payorch --version                     print the version
+  payorch COMMAND --help                print one command's usage
   payorch serve                         run the API and the workers (what npm start runs)
   payorch migrate                       apply the SQL migrations to DATABASE_URL (or the embedded database)
   payorch call METHOD PATH [BODY]       sign any request and print the answer as is
@@ -47,6 +50,27 @@ Environment: see README.md (PORT, DATABASE_URL, CONFIG_FILE, ...).
 Exit codes: 0 success; 1 the service refused the request (4xx); 2 usage or local configuration
 error; 3 server error (5xx), no answer, or watch timed out; 4 audit found violations.
 `;
+
+const COMMON_OPTIONS_HELP = USAGE.slice(USAGE.indexOf('Options of every command'), USAGE.indexOf('Environment:'));
+const HELP_FLAGS: ReadonlySet<string> = new Set(['--help', '-h']);
+
+/**
+ * The usage of one command, cut from USAGE so the two cannot disagree: its lines (with their
+ * continuation lines) and the options every calling command takes. Null for an unknown command.
+ */
+export function commandUsage(command: string): string | null {
+  const lines = USAGE.split('\n');
+  const picked: string[] = [];
+  let inCommand = false;
+  for (const line of lines) {
+    if (line.startsWith('  payorch ')) inCommand = line.startsWith(`  payorch ${command} `) || line === `  payorch ${command}`;
+    else if (!line.startsWith('                 ')) inCommand = false;
+    if (inCommand) picked.push(line);
+  }
+  if (picked.length === 0) return null;
+  const calls = !['serve', 'migrate'].includes(command);
+  return `Usage:\n${picked.join('\n')}\n${calls ? `\n${COMMON_OPTIONS_HELP}` : ''}`;
+}
 
 async function serve(): Promise<void> {
   const service = await startService(loadConfig());
@@ -106,15 +130,25 @@ async function dispatch(command: string, args: string[], io: CliIo): Promise<num
  */
 export async function runCli(argv: readonly string[], io: CliIo = processIo): Promise<number> {
   const [command, ...rest] = argv;
-  if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
+  if (command === undefined || command === 'help' || HELP_FLAGS.has(command)) {
     io.out(USAGE);
+    return EXIT.OK;
+  }
+  if (command === '--version' || command === 'version') {
+    io.out(`payorch ${VERSION}\n`);
+    return EXIT.OK;
+  }
+  const usage = commandUsage(command);
+  if (usage !== null && rest.some((arg) => HELP_FLAGS.has(arg))) {
+    io.out(usage);
     return EXIT.OK;
   }
   try {
     return await dispatch(command, rest, io);
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
-    io.err(`payorch: ${error.message}\nRun 'payorch help' for the commands and options.\n`);
+    const hint = usage === null ? "Run 'payorch help' for the commands and options." : `Run 'payorch ${command} --help' for its usage.`;
+    io.err(`payorch: ${error.message}\n${hint}\n`);
     return EXIT.USAGE;
   }
 }

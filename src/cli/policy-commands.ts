@@ -9,7 +9,7 @@ import {
   runRequests,
   PAYMENT_OPTIONS,
 } from './api-context.js';
-import { type CliIo, type ExitCode, UsageError } from './cli-io.js';
+import { type CliIo, type ExitCode, UsageError, unknownSubcommand } from './cli-io.js';
 
 /**
  * policies evaluate [BODY] --user N --amount N --channel C --app A --type T [--merchant M] [--currency C].
@@ -72,6 +72,6 @@ export async function policiesCommand(args: string[], io: CliIo): Promise<ExitCo
     case 'evaluate':
       return evaluate(rest, io);
     default:
-      throw new UsageError(`unknown command: policies ${sub ?? ''}`.trimEnd());
+      throw unknownSubcommand('policies', sub);
   }
 }

@@ -389,7 +389,9 @@ describe('exit codes for what failed', () => {
   it('2 for usage errors, before anything is sent', async () => {
     const cases: Array<[readonly string[], RegExp]> = [
       [['nonsense'], /unknown command: nonsense/],
-      [['intents', 'frobnicate'], /unknown command: intents frobnicate/],
+      [['intents', 'frobnicate'], /unknown command: intents frobnicate\nRun 'payorch intents --help' for its usage/],
+      [['intents'], /intents needs a subcommand/],
+      [['policies'], /policies needs a subcommand/],
       [['accounts', 'balance', WALLET], /--service ID is required/],
       [['accounts', 'balance', WALLET, '--service', 'nobody'], /no secret for service nobody/],
       [['intents', 'create', '--type', 'QP_TOPUP', '--amount', '1', wallet], /needs --user N/],
@@ -413,6 +415,33 @@ describe('exit codes for what failed', () => {
     const run = await cli(['help']);
     expect(run.code).toBe(EXIT.OK);
     expect(run.out).toContain('payorch intents watch ID');
+  });
+
+  it("0 with one command's usage for COMMAND --help, at any depth, and nothing sent", async () => {
+    const commands = ['serve', 'migrate', 'call', 'intents', 'quote', 'accounts', 'policies', 'admin', 'audit'];
+    for (const command of commands) {
+      for (const argv of [
+        [command, '--help'],
+        [command, '-h'],
+      ]) {
+        const run = await cli(argv, { fetch: async () => Promise.reject(new Error('help must not call the service')) });
+        expect([run.code, run.err], argv.join(' ')).toEqual([EXIT.OK, '']);
+        expect(run.out, argv.join(' ')).toMatch(new RegExp(`^Usage:\n  payorch ${command}\\b`));
+        // Only this command's lines: every usage line names it.
+        for (const line of run.out.split('\n').filter((l) => l.startsWith('  payorch ')))
+          expect(line).toMatch(new RegExp(`^  payorch ${command}\\b`));
+        expect(run.out.includes('--service ID'), argv.join(' ')).toBe(command !== 'serve' && command !== 'migrate');
+      }
+    }
+    const nested = await cli(['intents', 'create', '--help']);
+    expect(nested.code).toBe(EXIT.OK);
+    expect(nested.out).toContain('payorch intents create [BODY] --user N --type T --amount N');
+  });
+
+  it('0 with the package version for --version', async () => {
+    const run = await cli(['--version']);
+    expect(run.code).toBe(EXIT.OK);
+    expect(run.out).toMatch(/^payorch \d+\.\d+\.\d+\n$/);
   });
 
   it('3 for a server error, after the retries', async () => {
