@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { DEMO_CONFIG_FILE, ConfigError, readConfigFile, secretsOf } from '../config.js';
 import { createPayorchClient, type PayorchClient } from '../client/payorch-client.js';
 import { PayorchConnectionError, PayorchError } from '../client/payorch-error.js';
@@ -82,8 +83,14 @@ export function baseUrlOf(values: CommonValues, env: CliIo['env']): string {
   return values.url ?? env.PAYORCH_URL ?? `http://${env.HOST || '127.0.0.1'}:${env.PORT || '3000'}`;
 }
 
-/** The service's secret from CONFIG_FILE (the demo config by default), as the service itself reads it. */
+/**
+ * The signing secret: PAYORCH_SECRET, else the first line of the file PAYORCH_SECRET_FILE names (a
+ * mounted secret), else the service's own from CONFIG_FILE (the demo config by default), as the
+ * service itself reads it. A client machine thus needs its one secret, not the server's config.
+ */
 function secretOf(serviceId: string, env: CliIo['env']): string {
+  if (env.PAYORCH_SECRET) return env.PAYORCH_SECRET;
+  if (env.PAYORCH_SECRET_FILE) return secretFromFile(env.PAYORCH_SECRET_FILE);
   const path = env.CONFIG_FILE || DEMO_CONFIG_FILE;
   let secret: string | undefined;
   try {
@@ -93,6 +100,18 @@ function secretOf(serviceId: string, env: CliIo['env']): string {
     throw error;
   }
   if (secret === undefined) throw new UsageError(`no secret for service ${serviceId} in CONFIG_FILE (${path})`);
+  return secret;
+}
+
+function secretFromFile(path: string): string {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new UsageError(`PAYORCH_SECRET_FILE ${path} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+  const secret = text.split(/\r?\n/, 1)[0]?.trim() ?? '';
+  if (secret === '') throw new UsageError(`PAYORCH_SECRET_FILE ${path} holds no secret on its first line`);
   return secret;
 }
 

@@ -38,7 +38,8 @@ Usage:
   payorch audit [--since ISO-8601]      the invariant audit of the running service (admin key)
 
 Options of every command that calls the service:
-  --service ID   sign as this service, with its secret from CONFIG_FILE (or PAYORCH_SERVICE)
+  --service ID   sign as this service (or PAYORCH_SERVICE), with the secret in PAYORCH_SECRET, else
+                 the first line of the file PAYORCH_SECRET_FILE names, else its own in CONFIG_FILE
   --user N       X-User-Id, the user the request acts for
   --url URL      the service (default PAYORCH_URL, else http://HOST:PORT)
   --json         print the service's JSON instead of tables (watch: one JSON line per status)

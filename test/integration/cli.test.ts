@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -436,6 +439,21 @@ describe('exit codes for what failed', () => {
     const nested = await cli(['intents', 'create', '--help']);
     expect(nested.code).toBe(EXIT.OK);
     expect(nested.out).toContain('payorch intents create [BODY] --user N --type T --amount N');
+  });
+
+  it('signs with PAYORCH_SECRET or PAYORCH_SECRET_FILE instead of reading CONFIG_FILE', async () => {
+    const demoSecret = 'demo-wallet-api-secret-change-me';
+    const noConfig = { PAYORCH_URL: url, CONFIG_FILE: '/nonexistent/config.json', PAYORCH_SERVICE: 'wallet-api' };
+    const bySecret = await cli(['accounts', 'balance', WALLET], { env: { ...noConfig, PAYORCH_SECRET: demoSecret } });
+    expect(bySecret.code, bySecret.err).toBe(EXIT.OK);
+    const file = join(mkdtempSync(join(tmpdir(), 'payorch-cli-')), 'secret');
+    writeFileSync(file, `${demoSecret}\n`);
+    const byFile = await cli(['accounts', 'balance', WALLET], { env: { ...noConfig, PAYORCH_SECRET_FILE: file } });
+    expect(byFile.code, byFile.err).toBe(EXIT.OK);
+    const wrong = await cli(['accounts', 'balance', WALLET], { env: { ...noConfig, PAYORCH_SECRET: 'not-the-secret' } });
+    expect([wrong.code, wrong.err]).toEqual([EXIT.REFUSED, expect.stringContaining('401 UNAUTHORIZED')]);
+    const missing = await cli(['accounts', 'balance', WALLET], { env: { ...noConfig, PAYORCH_SECRET_FILE: `${file}.absent` } });
+    expect([missing.code, missing.err]).toEqual([EXIT.USAGE, expect.stringContaining('cannot be read (ENOENT)')]);
   });
 
   it('0 with the package version for --version', async () => {
