@@ -26,6 +26,13 @@ import { ledgerAccountId } from '../dist/ledger/account-id.js';
  * @property {number} [amount]
  * @property {number} [connectionsMax]
  * @property {number} [inFlightMax]
+ * @property {Payees} [payees]
+ */
+/**
+ * P2P recipients: absent, each payer pays the next users in turn (uniform over all of them);
+ * `zipfS`, drawn by Zipf(s) over the first `count` users, so that a few payees take most
+ * payments (s = 2.0 over 200: the first takes ~61 %), the hot-payee case.
+ * @typedef {{ zipfS: number, count: number }} Payees
  */
 /** @typedef {{ p50: number | null, p90: number | null, p99: number | null, p999: number | null, max: number | null }} Latencies */
 /**
@@ -35,6 +42,7 @@ import { ledgerAccountId } from '../dist/ledger/account-id.js';
  * @property {LoadOptions['mode']} mode
  * @property {number | null} concurrency
  * @property {number | null} offeredPerS
+ * @property {Payees | null} [payees]
  * @property {number} durationS
  * @property {number} ok
  * @property {number} throughputPerS
@@ -61,11 +69,52 @@ const {
   // Past this many requests waiting, an overloaded server would only grow the queue (and the
   // run's length) without telling more: later requests are counted as dropped, not sent.
   inFlightMax = 2_000,
+  payees,
 } = opts;
 const [firstUser, userCount] = users;
 const [firstMerchant, merchantCount] = merchants;
 
 const pool = new Pool(url, { connections: mode === 'closed' ? concurrency : connectionsMax, pipelining: 1, keepAliveTimeout: 60_000 });
+
+/**
+ * Rank k (0-based) drawn with probability (k + 1)^-s / Σ: by bisection over the cumulative sums.
+ * @param {Payees} zipf
+ * @returns {() => number}
+ */
+function zipfSampler({ zipfS, count }) {
+  /** @type {number[]} */
+  const cumulative = [];
+  let sum = 0;
+  for (let k = 1; k <= count; k++) {
+    sum += k ** -zipfS;
+    cumulative.push(sum);
+  }
+  return () => {
+    const target = Math.random() * sum;
+    let low = 0;
+    let high = count - 1;
+    while (low < high) {
+      const mid = (low + high) >> 1;
+      if ((cumulative[mid] ?? sum) < target) low = mid + 1;
+      else high = mid;
+    }
+    return low;
+  };
+}
+const drawHotPayee = payees === undefined ? null : zipfSampler(payees);
+
+/**
+ * @param {number} u payer
+ * @param {number} n
+ */
+function recipientOf(u, n) {
+  if (drawHotPayee === null) return firstUser + ((u - firstUser + 1 + (n % (userCount - 1))) % userCount);
+  // A payer never pays itself: a draw of the payer is drawn again.
+  for (;;) {
+    const to = firstUser + drawHotPayee();
+    if (to !== u) return to;
+  }
+}
 
 /** @param {string} body */
 const sha256Hex = (body) => createHash('sha256').update(body).digest('hex');
@@ -108,7 +157,7 @@ async function work(u, n) {
   switch (kind) {
     case 'p2p':
     case 'bare': {
-      const to = firstUser + ((u - firstUser + 1 + (n % (userCount - 1))) % userCount);
+      const to = recipientOf(u, n);
       const r = await post(
         kind === 'bare' ? '/bare' : '/intents',
         { idempotencyKey: randomUUID(), operationType: 'P2P_TRANSFER', amount, currency: 'THB', recipientUserId: to },
@@ -242,6 +291,7 @@ process.stdout.write(
     kind,
     mode,
     concurrency: mode === 'closed' ? concurrency : null,
+    payees: payees ?? null,
     offeredPerS: mode === 'open' ? rate : null,
     durationS: Math.round(elapsedS * 10) / 10,
     ok: measuredOk,

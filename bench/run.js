@@ -1,6 +1,7 @@
 // npm run bench [-- --soak-s 600 --phase-s 20 --skip-pglite --profile --only p2p,floors]
 //
-// --only runs some sections (p2p, latency, invoice, floors, policies, stored, soak, pglite) for a
+// --only runs some sections (p2p, latency, invoice, invoice-rates, floors, floor-batch, hot-payee,
+// cpu, policies, stored, soak, pglite; docs/PERFORMANCE.md, How to run) for a
 // quick A/B of one change; it writes bench/results/partial-<time>.json and leaves latest.json and
 // the chart to full runs.
 //
@@ -10,7 +11,7 @@
 // copy and docs/bench.svg. Figures only compare within one run on one machine.
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -42,6 +43,8 @@ import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
  * @property {LoadResult[]} [p2pLatency]
  * @property {LoadResult} [invoiceSaturation]
  * @property {LoadResult[]} [invoiceLatency]
+ * @property {CpuMeasuredLoad} [p2pUniform]
+ * @property {CpuMeasuredLoad} [p2pHotPayee]
  * @property {LoadResult} [policyEvaluation]
  * @property {number} [storedIntentsBefore]
  * @property {LoadResult} [p2pSaturatedAfter200k]
@@ -52,9 +55,18 @@ import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
  * @property {Scripts['sql-floor.js'][1]} [sqlWrites]
  * @property {Scripts['sql-floor.js'][1]} [sqlWritesGrouped]
  * @property {Scripts['sql-floor.js'][1]} [sqlWithReads]
+ * @property {Scripts['sql-floor.js'][1]} [sqlBatchServer]
+ * @property {Scripts['sql-floor.js'][1]} [sqlBatchPlain]
  * @property {LoadResult} [bareHttp]
  * @property {Scripts['fee-eval.js'][1]} [feeEvaluation]
  */
+/**
+ * CPU per settled intent over a load's measured window, by process: payorch, the PostgreSQL
+ * backends serving the bench database, and every PostgreSQL process of the machine (its WAL
+ * writer and checkpointer too, and any other database's backends).
+ * @typedef {{ windowS: number, settledIntents: number, payorchUs: number | null, postgresBackendsUs: number | null, postgresAllUs: number | null, postgresBackends: number }} CpuPerIntent
+ */
+/** @typedef {LoadResult & { cpuPerIntent: CpuPerIntent }} CpuMeasuredLoad */
 /** @typedef {{ p2pSaturation: LoadResult, p2pLatency: LoadResult[], peakRssMb: number }} PgliteResults */
 /**
  * What bench/results/*.json hold.
@@ -88,13 +100,35 @@ const MERCHANTS = [500_001, 1_000];
 const USER_BALANCE = 100_000_000;
 const SATURATION_CONCURRENCY = [16, 32, 64, 128];
 const OFFERED_RATES = [250, 500, 1000];
+// Pairs offered per second: the low rates show what a pair costs below saturation (two requests
+// and a payer's wait), the high ones what queueing adds.
+const INVOICE_OFFERED_RATES = [100, 250, 500, 1000];
+const FLOOR_BATCH = 100;
+const HOT_PAYEE_CONCURRENCY = 128;
+/** @type {import('./load.js').Payees} One payee takes ~61 % of the payments. */
+const HOT_PAYEES = { zipfS: 2.0, count: 200 };
+/** Units of /proc/<pid>/stat's utime and stime (`getconf CLK_TCK`, 100 on Linux). */
+const CLOCK_TICKS_PER_S = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
 const SOAK_RATE = 500;
 const RSS_SAMPLE_MS = 5_000;
 const SERVICE = 'wallet-api';
 // Production settings: at least 32 characters each (docs/SECURITY.md §4).
 const BENCH_QR_SECRET = randomBytes(24).toString('base64url');
 const BENCH_ADMIN_TOKEN = randomBytes(24).toString('base64url');
-const SECTIONS = ['p2p', 'latency', 'invoice', 'floors', 'policies', 'stored', 'soak', 'pglite'];
+const SECTIONS = [
+  'p2p',
+  'latency',
+  'invoice',
+  'invoice-rates',
+  'floors',
+  'floor-batch',
+  'hot-payee',
+  'cpu',
+  'policies',
+  'stored',
+  'soak',
+  'pglite',
+];
 const only = args.only === undefined ? null : new Set(String(args.only).split(','));
 if (only !== null)
   for (const name of only) if (!SECTIONS.includes(name)) throw new Error(`--only: unknown section ${name} (${SECTIONS.join(', ')})`);
@@ -165,6 +199,104 @@ function procStatus(pid) {
   /** @param {string} key */
   const kb = (key) => Number(new RegExp(`${key}:\\s+(\\d+)`).exec(text)?.[1] ?? 0);
   return { rssMb: Math.round(kb('VmRSS') / 102.4) / 10, peakRssMb: Math.round(kb('VmHWM') / 102.4) / 10 };
+}
+
+/**
+ * CPU seconds (user + system) a process has used; null once it has gone.
+ * @param {number} pid
+ */
+function cpuSeconds(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name, which may hold spaces: state is the first, utime the 12th.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_S;
+  } catch {
+    return null;
+  }
+}
+
+/** Every PostgreSQL process of the machine, by the name the server gives its processes. */
+function postgresPids() {
+  return readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .map(Number)
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'postgres';
+      } catch {
+        return false;
+      }
+    });
+}
+
+/**
+ * @param {number} payorchPid
+ * @param {pg.Client} probe a connection of its own, left out of the backends it counts
+ */
+async function cpuSnapshot(payorchPid, probe) {
+  const { rows } = await probe.query(
+    `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()`,
+  );
+  const settled = Number((await probe.query(`SELECT count(*) AS n FROM intents WHERE status = 'SETTLED'`)).rows[0].n);
+  /** @param {readonly number[]} pids */
+  const perPid = (pids) => new Map(pids.map((pid) => [pid, cpuSeconds(pid)]));
+  return {
+    atMs: Date.now(),
+    settled,
+    payorch: cpuSeconds(payorchPid),
+    backends: perPid(rows.map((row) => Number(row.pid))),
+    postgres: perPid(postgresPids()),
+  };
+}
+
+/**
+ * CPU used between two snapshots by the processes seen in either: one that started meanwhile
+ * counts from zero, one that ended is left out (its last seconds are lost: pools keep theirs).
+ * @param {Map<number, number | null>} before
+ * @param {Map<number, number | null>} after
+ */
+function cpuUsedS(before, after) {
+  let used = 0;
+  for (const [pid, end] of after) if (end !== null) used += end - (before.get(pid) ?? 0);
+  return used;
+}
+
+/**
+ * A load phase with the CPU its settled intents cost, measured from the end of its warm-up
+ * (load.js's warmupS) to its end, over the intents the database shows settled meanwhile.
+ * @param {{ pid: number }} server
+ * @param {string} databaseUrl
+ * @param {LoadOptions} options
+ * @returns {Promise<CpuMeasuredLoad>}
+ */
+async function cpuMeasuredLoad(server, databaseUrl, options) {
+  const probe = new pg.Client({ connectionString: databaseUrl });
+  await probe.connect();
+  try {
+    const load = runJson('load.js', options);
+    await sleep((options.warmupS ?? 3) * 1000);
+    const before = await cpuSnapshot(server.pid, probe);
+    const result = await load;
+    const after = await cpuSnapshot(server.pid, probe);
+    const settledIntents = after.settled - before.settled;
+    /** @param {number | null} seconds */
+    const perIntentUs = (seconds) => (seconds === null || settledIntents <= 0 ? null : Math.round((seconds * 1e6) / settledIntents));
+    const payorchS = before.payorch === null || after.payorch === null ? null : after.payorch - before.payorch;
+    return {
+      ...result,
+      cpuPerIntent: {
+        windowS: Math.round((after.atMs - before.atMs) / 100) / 10,
+        settledIntents,
+        payorchUs: perIntentUs(payorchS),
+        postgresBackendsUs: perIntentUs(cpuUsedS(before.backends, after.backends)),
+        postgresAllUs: perIntentUs(cpuUsedS(before.postgres, after.postgres)),
+        postgresBackends: after.backends.size,
+      },
+    };
+  } finally {
+    await probe.end();
+  }
 }
 
 /**
@@ -315,20 +447,59 @@ async function main() {
         concurrency: 32,
         merchants: MERCHANTS,
       });
+      log('invoice pairs saturated', pgr.invoiceSaturation.throughputPerS, '/s');
+    }
+    if (runs('invoice') || runs('invoice-rates')) {
       pgr.invoiceLatency = [];
-      for (const rate of OFFERED_RATES)
+      for (const rate of INVOICE_OFFERED_RATES)
         pgr.invoiceLatency.push(
           await runJson('load.js', { ...base, url: server.url, kind: 'invoice', mode: 'open', rate, merchants: MERCHANTS }),
         );
-      log('invoice pairs saturated', pgr.invoiceSaturation.throughputPerS, '/s');
+      log(
+        'invoice pair p50 / p99 at',
+        INVOICE_OFFERED_RATES.join(' / '),
+        'pairs/s:',
+        pgr.invoiceLatency.map((x) => `${x.latencyMs.p50} / ${x.latencyMs.p99}`).join(', '),
+        'ms',
+      );
+    }
+
+    // The uniform phase is the CPU measurement's too: one saturated P2P phase serves both sections.
+    if (runs('hot-payee') || runs('cpu')) {
+      log('P2P at', HOT_PAYEE_CONCURRENCY, 'in flight, payees uniform, CPU per intent');
+      const closed = { ...base, url: server.url, kind: /** @type {const} */ ('p2p'), mode: /** @type {const} */ ('closed') };
+      pgr.p2pUniform = await cpuMeasuredLoad(server, databaseUrl, { ...closed, concurrency: HOT_PAYEE_CONCURRENCY });
+      log('uniform', pgr.p2pUniform.throughputPerS, '/s; CPU per intent (µs)', pgr.p2pUniform.cpuPerIntent);
+      if (runs('hot-payee')) {
+        log('P2P at', HOT_PAYEE_CONCURRENCY, 'in flight, payees Zipf', HOT_PAYEES);
+        pgr.p2pHotPayee = await cpuMeasuredLoad(server, databaseUrl, {
+          ...closed,
+          concurrency: HOT_PAYEE_CONCURRENCY,
+          payees: HOT_PAYEES,
+        });
+        log('hot payee', pgr.p2pHotPayee.throughputPerS, '/s; CPU per intent (µs)', pgr.p2pHotPayee.cpuPerIntent);
+      }
     }
     await server.stop();
 
+    /** @type {FloorResults} */
+    const floors = {};
+    if (runs('floors') || runs('floor-batch')) results.floors = floors;
+    if (runs('floor-batch')) {
+      log('batched SQL floor:', FLOOR_BATCH, 'intents per transaction, one connection');
+      const batched = { databaseUrl, users: USERS, concurrency: 1, batch: FLOOR_BATCH, durationS: PHASE_S };
+      floors.sqlBatchServer = await runJson('sql-floor.js', { ...batched, style: 'server' });
+      floors.sqlBatchPlain = await runJson('sql-floor.js', { ...batched, style: 'plain' });
+      log(
+        'batched floor: server functions',
+        floors.sqlBatchServer.throughputPerS,
+        '/s, plain SQL',
+        floors.sqlBatchPlain.throughputPerS,
+        '/s',
+      );
+    }
     if (runs('floors')) {
       log('floors');
-      /** @type {FloorResults} */
-      const floors = {};
-      results.floors = floors;
       floors.sqlWrites = await runJson('sql-floor.js', {
         databaseUrl,
         users: USERS,
@@ -416,6 +587,7 @@ async function main() {
     const path = join(root, 'bench', 'results', `partial-${results.startedAt.replace(/[:.]/g, '-')}.json`);
     writeFileSync(path, `${JSON.stringify(results, null, 2)}\n`);
     log('partial run written to', path);
+    console.log(JSON.stringify(roundTwoFigures(results), null, 2));
     return;
   }
   // No --only: every PostgreSQL section ran (a failed phase stands in for its result, see runJson).
@@ -582,7 +754,7 @@ function summarize(r) {
     ratioToBareHttpFloor: Math.round((p.p2pSaturatedPerS / r.floors.bareHttp.throughputPerS) * 100) / 100,
     p2pLatencyMs: Object.fromEntries(OFFERED_RATES.map((rate) => [rate, at(p.p2pLatency, rate)])),
     invoicePairsSaturatedPerS: p.invoiceSaturation.throughputPerS,
-    invoicePairLatencyMs: Object.fromEntries(OFFERED_RATES.map((rate) => [rate, at(p.invoiceLatency, rate)])),
+    invoicePairLatencyMs: Object.fromEntries(INVOICE_OFFERED_RATES.map((rate) => [rate, at(p.invoiceLatency, rate)])),
     // What a loaded service pays per intent for its fees (32 evaluations under way: the batches'
     // hop shared), and what one request of a quiet service waits (one round trip between threads).
     feeEvaluationPerIntentUs: r.floors.feeEvaluation.loadedUs,
@@ -595,7 +767,43 @@ function summarize(r) {
     rssGrowthPct: p.soak.rssGrowthPct,
     peakRssMb: p.soak.peakRssMb,
     pgliteP2pSaturatedPerS: r.pglite?.p2pSaturation.throughputPerS ?? null,
+    ...roundTwoFigures(r),
     loadAvg: { start: r.loadAvgAtStart, end: r.loadAvgAtEnd },
+  };
+}
+
+/**
+ * The figures the second round of performance work is judged by (docs/PERFORMANCE.md), null
+ * where their section did not run: a partial run prints them too.
+ * @param {BenchResults} r
+ */
+function roundTwoFigures(r) {
+  const p = r.postgres ?? {};
+  const f = r.floors ?? {};
+  /**
+   * @param {number | undefined} a
+   * @param {number | undefined} b
+   */
+  const ratio = (a, b) => (a === undefined || b === undefined || b === 0 ? null : Math.round((a / b) * 100) / 100);
+  return {
+    sqlFloorBatch: FLOOR_BATCH,
+    sqlFloorBatchServerPerS: f.sqlBatchServer?.throughputPerS ?? null,
+    sqlFloorBatchPlainPerS: f.sqlBatchPlain?.throughputPerS ?? null,
+    sqlFloorBatchServerToPlain: ratio(f.sqlBatchServer?.throughputPerS, f.sqlBatchPlain?.throughputPerS),
+    p2pUniformPerS: p.p2pUniform?.throughputPerS ?? null,
+    p2pHotPayeePerS: p.p2pHotPayee?.throughputPerS ?? null,
+    hotPayeeToUniform: ratio(p.p2pHotPayee?.throughputPerS, p.p2pUniform?.throughputPerS),
+    invoicePairsAtOfferedRates: Object.fromEntries(
+      INVOICE_OFFERED_RATES.map((rate) => {
+        const found = p.invoiceLatency?.find((x) => x.offeredPerS === rate);
+        return [
+          rate,
+          found === undefined ? null : { achievedPerS: found.throughputPerS, p50: found.latencyMs.p50, p99: found.latencyMs.p99 },
+        ];
+      }),
+    ),
+    cpuPerIntentUs: p.p2pUniform?.cpuPerIntent ?? null,
+    cpuPerIntentUsHotPayee: p.p2pHotPayee?.cpuPerIntent ?? null,
   };
 }
 
