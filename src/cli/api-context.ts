@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { DEMO_CONFIG_FILE, ConfigError, readConfigFile, secretsOf } from '../config.js';
-import { createPayorchClient, type PayorchClient } from '../client/payorch-client.js';
+import { createPayorchClient, type PayorchClient, type PayorchCredentials } from '../client/payorch-client.js';
 import { PayorchConnectionError, PayorchError } from '../client/payorch-error.js';
 import { type CliIo, EXIT, type ExitCode, sleepOf, UsageError } from './cli-io.js';
 import { Output } from './output.js';
@@ -8,6 +8,7 @@ import { Output } from './output.js';
 /** Options every command that talks to the service takes; spread into each command's parseArgs options. */
 export const COMMON_OPTIONS = {
   service: { type: 'string' },
+  'admin-token': { type: 'string' },
   user: { type: 'string' },
   url: { type: 'string' },
   json: { type: 'boolean', default: false },
@@ -23,6 +24,8 @@ export const PAYMENT_OPTIONS = {
 
 export interface CommonValues {
   readonly service?: string | undefined;
+  /** The admin bearer token (ADMIN_TOKEN), sent instead of a signature when no service is named. */
+  readonly 'admin-token'?: string | undefined;
   readonly user?: string | undefined;
   readonly url?: string | undefined;
   readonly json?: boolean | undefined;
@@ -115,17 +118,29 @@ function secretFromFile(path: string): string {
   return secret;
 }
 
+/** A named service signs (its secret as secretOf finds it); with none named, the admin token is sent. */
+function credentialsOf(values: CommonValues, env: CliIo['env']): PayorchCredentials {
+  const serviceId = values.service ?? env.PAYORCH_SERVICE;
+  if (serviceId !== undefined && serviceId !== '') {
+    return {
+      serviceId,
+      secret: secretOf(serviceId, env),
+      signatureScheme: values['legacy-signature'] === true ? 'x-signature' : 'message',
+    };
+  }
+  const adminToken = values['admin-token'] ?? env.PAYORCH_ADMIN_TOKEN;
+  if (adminToken !== undefined && adminToken !== '') return { adminToken };
+  throw new UsageError('--service ID is required (or PAYORCH_SERVICE), or --admin-token for the admin commands (or PAYORCH_ADMIN_TOKEN)');
+}
+
 export function apiContext(values: CommonValues, io: CliIo): ApiContext {
-  const serviceId = values.service ?? io.env.PAYORCH_SERVICE;
-  if (serviceId === undefined || serviceId === '') throw new UsageError('--service ID is required (or PAYORCH_SERVICE)');
+  const credentials = credentialsOf(values, io.env);
   const userId = optionalIntegerArg(values.user, '--user');
   if (userId !== undefined && userId < 0) throw new UsageError('--user must be >= 0');
   const baseUrl = baseUrlOf(values, io.env);
   const client = createPayorchClient({
+    ...credentials,
     baseUrl,
-    serviceId,
-    secret: secretOf(serviceId, io.env),
-    signatureScheme: values['legacy-signature'] === true ? 'x-signature' : 'message',
     sleep: sleepOf(io),
     ...(io.fetch === undefined ? {} : { fetch: io.fetch }),
   });

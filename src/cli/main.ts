@@ -40,6 +40,9 @@ Usage:
 Options of every command that calls the service:
   --service ID   sign as this service (or PAYORCH_SERVICE), with the secret in PAYORCH_SECRET, else
                  the first line of the file PAYORCH_SECRET_FILE names, else its own in CONFIG_FILE
+  --admin-token T
+                 with no service named: send ADMIN_TOKEN as a bearer token instead of signing
+                 (or PAYORCH_ADMIN_TOKEN); the admin commands (admin, audit) accept it
   --user N       X-User-Id, the user the request acts for
   --url URL      the service (default PAYORCH_URL, else http://HOST:PORT)
   --json         print the service's JSON instead of tables (watch: one JSON line per status)

@@ -3,7 +3,14 @@
  * Signature by default, docs/SECURITY.md section 2), retries only where docs/rules.md, Retries, allows them.
  * `import { createPayorchClient } from 'payorch'`.
  */
-export { createPayorchClient, type PayorchClient, type PayorchClientOptions, type RawAnswer, type UserOptions } from './payorch-client.js';
+export {
+  createPayorchClient,
+  type PayorchClient,
+  type PayorchClientOptions,
+  type PayorchCredentials,
+  type RawAnswer,
+  type UserOptions,
+} from './payorch-client.js';
 export type { AdminApi, AdminCollection } from './admin-api.js';
 export { PayorchConnectionError, PayorchError, type PayorchErrorBody, type PayorchErrorCode } from './payorch-error.js';
 export type { ClientRequest } from './requester.js';

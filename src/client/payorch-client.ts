@@ -37,13 +37,20 @@ import type {
   Transactions,
 } from './types.js';
 
-export interface PayorchClientOptions {
+/** A service key's id and secret (every route), or the operator's ADMIN_TOKEN (the /admin routes only). */
+export type PayorchCredentials =
+  | {
+      readonly serviceId: string;
+      readonly secret: string;
+      /** 'message' (default): HTTP Message Signatures, which bind X-User-Id; 'x-signature': the older scheme (docs/rules.md R1). */
+      readonly signatureScheme?: SignatureScheme;
+      readonly adminToken?: undefined;
+    }
+  | { readonly adminToken: string; readonly serviceId?: undefined; readonly secret?: undefined; readonly signatureScheme?: undefined };
+
+export type PayorchClientOptions = PayorchCredentials & {
   /** e.g. http://127.0.0.1:3000; request paths are appended to it and signed as sent. */
   readonly baseUrl: string;
-  readonly serviceId: string;
-  readonly secret: string;
-  /** 'message' (default): HTTP Message Signatures, which bind X-User-Id; 'x-signature': the older scheme (docs/rules.md R1). */
-  readonly signatureScheme?: SignatureScheme;
   /** Defaults to the global fetch; tests pass a stub. */
   readonly fetch?: typeof fetch;
   /** Defaults to DEFAULT_RETRY (3 attempts, 200 ms base). `{attemptsMax: 1}` turns retries off. */
@@ -52,7 +59,7 @@ export interface PayorchClientOptions {
   readonly timeoutMs?: number;
   /** Waits between attempts; tests may pass one that records the delays. */
   readonly sleep?: (ms: number) => Promise<void>;
-}
+};
 
 /** X-User-Id: the platform user the request acts for (0 is the admin bypass). */
 export interface UserOptions {
@@ -104,9 +111,15 @@ const segment = encodeURIComponent;
 export function createPayorchClient(options: PayorchClientOptions): PayorchClient {
   const transport = createTransport({
     baseUrl: options.baseUrl,
-    serviceId: options.serviceId,
-    secret: options.secret,
-    signatureScheme: options.signatureScheme ?? DEFAULT_SIGNATURE_SCHEME,
+    credentials:
+      options.adminToken === undefined
+        ? {
+            kind: 'signed',
+            serviceId: options.serviceId,
+            secret: options.secret,
+            scheme: options.signatureScheme ?? DEFAULT_SIGNATURE_SCHEME,
+          }
+        : { kind: 'bearer', token: options.adminToken },
     fetch: options.fetch ?? globalThis.fetch,
     retry: checkRetryPolicy(options.retry ?? DEFAULT_RETRY),
     timeoutMs: options.timeoutMs ?? REQUEST_TIMEOUT_MS,

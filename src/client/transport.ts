@@ -29,11 +29,17 @@ export const REQUEST_TIMEOUT_MS = 30_000;
 /** Far more than any sane policy; it keeps a typo from turning into an endless loop. */
 const ATTEMPTS_LIMIT = 20;
 
+/**
+ * Who the requests come from: a service that signs each request with its secret, or an operator
+ * holding the admin bearer token (ADMIN_TOKEN), which only the /admin routes accept.
+ */
+export type Credentials =
+  | { readonly kind: 'signed'; readonly serviceId: string; readonly secret: string; readonly scheme: SignatureScheme }
+  | { readonly kind: 'bearer'; readonly token: string };
+
 export interface TransportOptions {
   readonly baseUrl: string;
-  readonly serviceId: string;
-  readonly secret: string;
-  readonly signatureScheme: SignatureScheme;
+  readonly credentials: Credentials;
   readonly fetch: typeof fetch;
   readonly retry: RetryPolicy;
   readonly timeoutMs: number;
@@ -113,24 +119,33 @@ function describeNetworkError(error: unknown): string {
 
 type Attempt = { readonly kind: 'answer'; readonly response: RawResponse } | { readonly kind: 'no-answer'; readonly error: unknown };
 
+/**
+ * Signed per attempt: a retry after a long backoff must not fall outside the ±60 s window, and must
+ * not repeat the nonce of the attempt before it.
+ */
+function authHeaders(credentials: Credentials, request: SendRequest, body: string): Record<string, string> {
+  const user = request.userId === undefined ? {} : { userId: request.userId };
+  switch (credentials.kind) {
+    case 'signed': {
+      const sign = credentials.scheme === 'message' ? messageSignedHeaders : signedHeaders;
+      return sign(credentials.serviceId, credentials.secret, request.method, request.path, body, user);
+    }
+    case 'bearer':
+      return {
+        authorization: `Bearer ${credentials.token}`,
+        ...(request.userId === undefined ? {} : { 'x-user-id': String(request.userId) }),
+      };
+  }
+}
+
 /** Signs and sends requests; retries 5xx answers and network errors of retryable requests, nothing else (docs/rules.md, Retries). */
 export function createTransport(options: TransportOptions): Transport {
   const base = options.baseUrl.replace(/\/+$/, '');
 
   function signedInit(request: SendRequest, signal: AbortSignal): RequestInit {
     const body = request.body ?? '';
-    // Signed per attempt: a retry after a long backoff must not fall outside the ±60 s window,
-    // and must not repeat the nonce of the attempt before it.
-    const sign = options.signatureScheme === 'message' ? messageSignedHeaders : signedHeaders;
     const headers: Record<string, string> = {
-      ...sign(
-        options.serviceId,
-        options.secret,
-        request.method,
-        request.path,
-        body,
-        request.userId === undefined ? {} : { userId: request.userId },
-      ),
+      ...authHeaders(options.credentials, request, body),
       ...(body === '' ? {} : { 'content-type': 'application/json' }),
       ...request.headers,
     };

@@ -456,6 +456,18 @@ describe('exit codes for what failed', () => {
     expect([missing.code, missing.err]).toEqual([EXIT.USAGE, expect.stringContaining('cannot be read (ENOENT)')]);
   });
 
+  it('sends ADMIN_TOKEN as a bearer token with --admin-token or PAYORCH_ADMIN_TOKEN when no service is named', async () => {
+    const byFlag = await cli(['audit', '--admin-token', 'test-admin-token', '--json']);
+    expect(byFlag.code, byFlag.err).toBe(EXIT.OK);
+    expect(json(byFlag).ok).toBe(true);
+    const byEnv = await cli(['audit', '--json'], { env: { PAYORCH_URL: url, PAYORCH_ADMIN_TOKEN: 'test-admin-token' } });
+    expect(byEnv.code, byEnv.err).toBe(EXIT.OK);
+    const wrong = await cli(['audit', '--admin-token', 'not-the-token']);
+    expect([wrong.code, wrong.err]).toEqual([EXIT.REFUSED, expect.stringContaining('401 UNAUTHORIZED')]);
+    const neither = await cli(['audit']);
+    expect([neither.code, neither.err]).toEqual([EXIT.USAGE, expect.stringContaining('--admin-token')]);
+  });
+
   it('0 with the package version for --version', async () => {
     const run = await cli(['--version']);
     expect(run.code).toBe(EXIT.OK);

@@ -28,7 +28,13 @@ afterAll(async () => t?.close());
 afterEach(async () => expectLedgerInvariants(t.db));
 
 /** A client on the live listener; retries wait 0 ms but are recorded. */
-function clientFor(serviceId: string, options: Partial<PayorchClientOptions> = {}): PayorchClient {
+/** What a test may change of a signing client: its secret, transport and retries. */
+type ClientTuning = Partial<Pick<PayorchClientOptions, 'fetch' | 'retry' | 'timeoutMs' | 'sleep'>> & {
+  readonly secret?: string;
+  readonly signatureScheme?: 'message' | 'x-signature';
+};
+
+function clientFor(serviceId: string, options: ClientTuning = {}): PayorchClient {
   return createPayorchClient({
     baseUrl,
     serviceId,
@@ -412,6 +418,19 @@ describe('signature schemes', () => {
     );
     expect(sent?.headers.signature).toMatch(/^sig1=:[A-Za-z0-9+/]{43}=:$/);
     expect(sent?.headers['content-digest']).toMatch(/^sha-256=:[A-Za-z0-9+/]{43}=:$/);
+  });
+
+  it('sends the admin bearer token instead of a signature when given one: admin routes answer, others refuse', async () => {
+    const { stub, calls } = recordingFetch();
+    const operator = createPayorchClient({ baseUrl, adminToken: 'test-admin-token', fetch: stub, sleep: async () => {} });
+    expect((await operator.admin.audit()).ok).toBe(true);
+    expect(calls[0]?.headers.authorization).toBe('Bearer test-admin-token');
+    expect(calls[0]?.headers['signature-input']).toBeUndefined();
+    expect(calls[0]?.headers['x-signature']).toBeUndefined();
+    const refused = await rejection(operator.accounts.balance('system.revenue.THB'));
+    expect([refused.status, refused.code]).toEqual([401, 'UNAUTHORIZED']);
+    const wrong = createPayorchClient({ baseUrl, adminToken: 'not-the-token', sleep: async () => {} });
+    expect((await rejection(wrong.admin.audit())).status).toBe(401);
   });
 
   it('signs with the older X-Signature when asked, and the service still accepts it', async () => {
