@@ -35,6 +35,11 @@ Usage:
   payorch accounts history NAME [--limit N] [--offset N]
   payorch policies evaluate [BODY] --user N --amount N --channel C --app A --type T [--merchant N]
   payorch admin resolve ID CONFIRMED|FAILED [--reason TEXT]
+  payorch admin RECORDS list [--active true|false] [--limit N] [--offset N]
+  payorch admin RECORDS get KEY | create BODY | update KEY BODY | delete KEY
+                                        RECORDS: fee-rules, routes, limit-rules, auth-policies,
+                                        service-keys; delete deactivates (records are kept)
+  payorch admin log-level [LEVEL]       read the running process's log level, or switch it
   payorch audit [--since ISO-8601]      the invariant audit of the running service (admin key)
 
 Options of every command that calls the service:

@@ -357,6 +357,52 @@ describe('quote, policies, admin, audit, call', () => {
   });
 });
 
+describe('admin records and log level', () => {
+  const admin = ['--service', 'admin-tool'];
+
+  it('creates, lists, reads, changes and deactivates a fee rule, each change kept by the service', async () => {
+    const name = `cli-${randomUUID()}`;
+    const body = JSON.stringify({ name, operationType: 'MINIAPP_CREDIT', expression: '[]', active: false });
+    const created = await cli(['admin', 'fee-rules', 'create', body, ...admin, '--json']);
+    expect(created.code, created.err).toBe(EXIT.OK);
+    const id = String(json(created).id);
+    const listed = await cli(['admin', 'fee-rules', 'list', '--active', 'false', ...admin]);
+    expect(listed.code, listed.err).toBe(EXIT.OK);
+    expect(listed.out).toContain(name);
+    const updated = await cli(['admin', 'fee-rules', 'update', id, '{"priority": 7}', ...admin, '--json']);
+    expect([updated.code, json(updated).priority]).toEqual([EXIT.OK, 7]);
+    const read = await cli(['admin', 'fee-rules', 'get', id, ...admin]);
+    expect(read.out).toMatch(/priority\s+7/);
+    const deleted = await cli(['admin', 'fee-rules', 'delete', id, ...admin, '--json']);
+    expect([deleted.code, json(deleted).active]).toEqual([EXIT.OK, false]);
+    const { rows } = await t.db.query<{ priority: number }>('SELECT priority FROM fee_rules WHERE name = $1', [name]);
+    expect(rows).toEqual([{ priority: 7 }]);
+  });
+
+  it('lists every kind of record, and refuses a bad body or verb before sending anything', async () => {
+    for (const records of ['fee-rules', 'routes', 'limit-rules', 'auth-policies', 'service-keys']) {
+      const run = await cli(['admin', records, 'list', ...admin, '--json']);
+      expect(run.code, `${records}: ${run.err}`).toBe(EXIT.OK);
+    }
+    const refused = await cli(['admin', 'routes', 'create', '{"operationType": "P2P_TRANSFER", "channel": "MERCHANT_INVOICE"}', ...admin]);
+    expect([refused.code, refused.err]).toEqual([EXIT.REFUSED, expect.stringContaining('422 VALIDATION_ERROR')]);
+    const noCall = { fetch: async () => Promise.reject(new Error('a usage error must not call the service')) };
+    expect((await cli(['admin', 'routes', 'create', 'not json', ...admin], noCall)).code).toBe(EXIT.USAGE);
+    expect((await cli(['admin', 'routes', 'frobnicate', ...admin], noCall)).err).toContain('unknown command: admin routes frobnicate');
+    expect((await cli(['admin', 'routes', 'get', ...admin], noCall)).code).toBe(EXIT.USAGE);
+  });
+
+  it('reads and switches the log level', async () => {
+    const before = await cli(['admin', 'log-level', ...admin, '--json']);
+    expect(before.code, before.err).toBe(EXIT.OK);
+    const level = String(json(before).level);
+    const switched = await cli(['admin', 'log-level', 'debug', ...admin, '--json']);
+    expect([switched.code, json(switched).level]).toEqual([EXIT.OK, 'debug']);
+    const back = await cli(['admin', 'log-level', level === 'silent' ? 'info' : level, ...admin]);
+    expect(back.code, back.err).toBe(EXIT.OK);
+  });
+});
+
 describe('signatures', () => {
   /** Records the headers of every request the CLI sends, then sends it. */
   function recording() {
