@@ -6,6 +6,7 @@ import { accountsCommand } from './account-commands.js';
 import { adminCommand } from './admin-commands.js';
 import { auditCommand } from './audit-command.js';
 import { callCommand } from './call-command.js';
+import { completionCommand } from './completion.js';
 import { type CliIo, EXIT, processIo, UsageError } from './cli-io.js';
 import { intentsCommand, quoteCommand } from './intent-commands.js';
 import { VERSION } from '../version.js';
@@ -41,6 +42,7 @@ Usage:
                                         service-keys; delete deactivates (records are kept)
   payorch admin log-level [LEVEL]       read the running process's log level, or switch it
   payorch audit [--since ISO-8601]      the invariant audit of the running service (admin key)
+  payorch completion bash|zsh           print the shell completion script (eval it in ~/.bashrc or ~/.zshrc)
 
 Options of every command that calls the service:
   --service ID   sign as this service (or PAYORCH_SERVICE), with the secret in PAYORCH_SECRET, else
@@ -77,7 +79,7 @@ export function commandUsage(command: string): string | null {
     if (inCommand) picked.push(line);
   }
   if (picked.length === 0) return null;
-  const calls = !['serve', 'migrate'].includes(command);
+  const calls = !['serve', 'migrate', 'completion'].includes(command);
   return `Usage:\n${picked.join('\n')}\n${calls ? `\n${COMMON_OPTIONS_HELP}` : ''}`;
 }
 
@@ -128,6 +130,8 @@ async function dispatch(command: string, args: string[], io: CliIo): Promise<num
       return adminCommand(args, io);
     case 'audit':
       return auditCommand(args, io);
+    case 'completion':
+      return completionCommand(args, io);
     default:
       throw new UsageError(`unknown command: ${command}`);
   }

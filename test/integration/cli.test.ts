@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -5,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createPayorchClient } from '../../src/client/index.js';
+import { COMMAND_WORDS } from '../../src/cli/completion.js';
 import { type CliIo, EXIT, runCli } from '../../src/cli/main.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
@@ -467,7 +469,7 @@ describe('exit codes for what failed', () => {
   });
 
   it("0 with one command's usage for COMMAND --help, at any depth, and nothing sent", async () => {
-    const commands = ['serve', 'migrate', 'call', 'intents', 'quote', 'accounts', 'policies', 'admin', 'audit'];
+    const commands = ['serve', 'migrate', 'call', 'intents', 'quote', 'accounts', 'policies', 'admin', 'audit', 'completion'];
     for (const command of commands) {
       for (const argv of [
         [command, '--help'],
@@ -479,7 +481,7 @@ describe('exit codes for what failed', () => {
         // Only this command's lines: every usage line names it.
         for (const line of run.out.split('\n').filter((l) => l.startsWith('  payorch ')))
           expect(line).toMatch(new RegExp(`^  payorch ${command}\\b`));
-        expect(run.out.includes('--service ID'), argv.join(' ')).toBe(command !== 'serve' && command !== 'migrate');
+        expect(run.out.includes('--service ID'), argv.join(' ')).toBe(!['serve', 'migrate', 'completion'].includes(command));
       }
     }
     const nested = await cli(['intents', 'create', '--help']);
@@ -512,6 +514,40 @@ describe('exit codes for what failed', () => {
     expect([wrong.code, wrong.err]).toEqual([EXIT.REFUSED, expect.stringContaining('401 UNAUTHORIZED')]);
     const neither = await cli(['audit']);
     expect([neither.code, neither.err]).toEqual([EXIT.USAGE, expect.stringContaining('--admin-token')]);
+  });
+
+  it('prints a bash completion that completes commands, subcommands, record verbs and options', async () => {
+    const script = (await cli(['completion', 'bash'])).out;
+    const complete = (...words: string[]) =>
+      execFileSync(
+        'bash',
+        [
+          '-c',
+          `${script}\nCOMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; _payorch; echo "\${COMPREPLY[*]}"`,
+        ],
+        {
+          encoding: 'utf8',
+        },
+      ).trim();
+    expect(complete('payorch', 'int')).toBe('intents');
+    expect(complete('payorch', 'intents', '')).toBe('create get events watch');
+    expect(complete('payorch', 'admin', 'fee-rules', '')).toBe('list get create update delete');
+    expect(complete('payorch', 'audit', '--adm')).toBe('--admin-token');
+    expect((await cli(['completion', 'zsh'])).out).toContain('bashcompinit');
+    expect((await cli(['completion', 'fish'])).code).toBe(EXIT.USAGE);
+  });
+
+  it('completes only subcommands the dispatchers know', async () => {
+    const noCall = { fetch: async () => Promise.reject(new Error('must not call the service')) };
+    for (const command of ['intents', 'accounts', 'policies', 'admin']) {
+      for (const word of COMMAND_WORDS[command] ?? []) {
+        const run = await cli([command, word], noCall);
+        expect(run.err, `${command} ${word}`).not.toContain('unknown command');
+      }
+    }
+    for (const verb of ['list', 'get', 'create', 'update', 'delete']) {
+      expect((await cli(['admin', 'routes', verb], noCall)).err, verb).not.toContain('unknown command');
+    }
   });
 
   it('0 with the package version for --version', async () => {
