@@ -10,6 +10,7 @@ import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { createMerchant, createUser, topUp } from '../support/payments.js';
 import { payout, registerIpps } from '../support/workers.js';
+import { OPERATION_TYPES } from '../../src/domain/model.js';
 
 /**
  * Fuzzing of the whole HTTP surface. Every route of the live OpenAPI document (so a route added
@@ -595,19 +596,6 @@ function withProtoKeys(json: string): string {
 }
 
 /** POST /intents deserves the domain-aware generator: real users, real amounts, real metadata blocks. */
-const OPERATION_TYPES = [
-  'P2P_TRANSFER',
-  'PSPX_WITHDRAWAL',
-  'THAI_QR_PAY',
-  'WITHDRAWAL',
-  'QP_TOPUP',
-  'MINIAPP_CHARGE',
-  'MINIAPP_CREDIT',
-  'SERVICE_DEPOSIT',
-  'ADMIN_TRANSFER',
-  'INVOICE_PAYMENT',
-  'NFC_CHARGE',
-];
 const userRef = fc.constantFrom<unknown>(...USERS, MERCHANT, 0, -1, 999_999, '7201', 1.5);
 const metadataValue: fc.Arbitrary<unknown> = fc.oneof(
   fc.constant({}),
