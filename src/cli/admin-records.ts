@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util';
+import { ADMIN_COLLECTION_PATHS } from '../client/admin-api.js';
 import type { ClientRequest } from '../client/requester.js';
 import {
   type ApiContext,
@@ -11,21 +12,10 @@ import {
 } from './api-context.js';
 import { type CliIo, type ExitCode, UsageError, unknownSubcommand } from './cli-io.js';
 
-/**
- * The admin-managed records, by the name a command gives them: the path of their routes and the
- * property their list answers under. Every one takes the same five verbs.
- */
-export const ADMIN_RECORDS = {
-  'fee-rules': { path: '/admin/fee-rules', listKey: 'feeRules' },
-  routes: { path: '/admin/routes', listKey: 'routes' },
-  'limit-rules': { path: '/admin/limit-rules', listKey: 'limitRules' },
-  'auth-policies': { path: '/admin/auth-policies', listKey: 'authPolicies' },
-  'service-keys': { path: '/admin/service-keys', listKey: 'serviceKeys' },
-} as const;
-export type AdminRecordName = keyof typeof ADMIN_RECORDS;
+export type AdminRecordName = keyof typeof ADMIN_COLLECTION_PATHS;
 
 export const isAdminRecord = (name: string | undefined): name is AdminRecordName =>
-  name !== undefined && Object.hasOwn(ADMIN_RECORDS, name);
+  name !== undefined && Object.hasOwn(ADMIN_COLLECTION_PATHS, name);
 
 const usage = (name: string) =>
   `usage: payorch admin ${name} list [--active true|false] [--limit N] [--offset N] | get KEY | create BODY | update KEY BODY | delete KEY`;
@@ -57,10 +47,10 @@ export async function adminRecordCommand(name: AdminRecordName, args: string[], 
       options: { ...COMMON_OPTIONS, active: { type: 'string' }, limit: { type: 'string' }, offset: { type: 'string' } },
     }),
   );
-  const record = ADMIN_RECORDS[name];
+  const path = ADMIN_COLLECTION_PATHS[name];
   const item = (key: string | undefined) => {
     if (key === undefined || key === '') throw new UsageError(usage(name));
-    return `${record.path}/${encodeURIComponent(key)}`;
+    return `${path}/${encodeURIComponent(key)}`;
   };
   const body = (raw: string | undefined) => {
     if (raw === undefined) throw new UsageError(usage(name));
@@ -80,7 +70,7 @@ export async function adminRecordCommand(name: AdminRecordName, args: string[], 
       if (limit !== undefined) query.set('limit', String(limit));
       if (offset !== undefined) query.set('offset', String(offset));
       const search = query.toString();
-      request = { method: 'GET', path: `${record.path}${search === '' ? '' : `?${search}`}`, retry: true };
+      request = { method: 'GET', path: `${path}${search === '' ? '' : `?${search}`}`, retry: true };
       break;
     }
     case 'get':
@@ -88,7 +78,7 @@ export async function adminRecordCommand(name: AdminRecordName, args: string[], 
       break;
     // A create repeated after a lost answer would make a second record: never retried.
     case 'create':
-      request = { method: 'POST', path: record.path, json: body(first), retry: false };
+      request = { method: 'POST', path: path, json: body(first), retry: false };
       break;
     // The same PATCH twice leaves the same record; so does a second deactivate.
     case 'update':
@@ -104,7 +94,8 @@ export async function adminRecordCommand(name: AdminRecordName, args: string[], 
   return runRequests(context, async () => {
     const answer = recordOf((await context.client.request(request)).body);
     if (verb === 'list') {
-      const list = answer[record.listKey];
+      // A list answers under the record's plural ({"feeRules": [...]}): its one array.
+      const list = Object.values(answer).find(Array.isArray);
       const records = Array.isArray(list) ? list.map(recordOf) : [];
       context.out.show(answer, () => listTable(context, records));
     } else {

@@ -1,4 +1,4 @@
-import { ADMIN_RECORDS } from './admin-records.js';
+import { ADMIN_COLLECTION_PATHS } from '../client/admin-api.js';
 import { type CliIo, EXIT, type ExitCode, UsageError } from './cli-io.js';
 
 /** Every command and the words that may follow it, as the dispatchers take them. */
@@ -10,7 +10,7 @@ export const COMMAND_WORDS: Readonly<Record<string, readonly string[]>> = {
   quote: [],
   accounts: ['create', 'balance', 'history'],
   policies: ['evaluate'],
-  admin: ['resolve', 'log-level', ...Object.keys(ADMIN_RECORDS)],
+  admin: ['resolve', 'log-level', ...Object.keys(ADMIN_COLLECTION_PATHS)],
   audit: [],
   completion: ['bash', 'zsh'],
   help: [],
@@ -40,7 +40,7 @@ ${cases}
     esac
   elif (( COMP_CWORD == 3 )) && [[ "\${COMP_WORDS[1]}" == admin ]]; then
     case "\${COMP_WORDS[2]}" in
-      ${Object.keys(ADMIN_RECORDS).join('|')}) words="${RECORD_VERBS.join(' ')}" ;;
+      ${Object.keys(ADMIN_COLLECTION_PATHS).join('|')}) words="${RECORD_VERBS.join(' ')}" ;;
     esac
   fi
   COMPREPLY=($(compgen -W "$words" -- "$cur"))

@@ -55,6 +55,15 @@ export interface AdminApi {
   logLevel: { get(): Promise<LogLevel>; set(level: string): Promise<LogLevel> };
 }
 
+/** The admin-managed records' routes; the CLI's admin commands name them the same way. */
+export const ADMIN_COLLECTION_PATHS = {
+  'fee-rules': '/admin/fee-rules',
+  routes: '/admin/routes',
+  'limit-rules': '/admin/limit-rules',
+  'auth-policies': '/admin/auth-policies',
+  'service-keys': '/admin/service-keys',
+} as const;
+
 function collection<Rec, Create, Patch, Key extends string | number, ListKey extends string>(
   call: Requester,
   path: string,
@@ -77,13 +86,13 @@ export function adminApi(call: Requester): AdminApi {
     resolve: (intentId, body) =>
       call({ method: 'POST', path: `/admin/intents/${encodeURIComponent(intentId)}/resolve`, json: body, retry: true }),
     feeRules: {
-      ...collection(call, '/admin/fee-rules'),
+      ...collection(call, ADMIN_COLLECTION_PATHS['fee-rules']),
       dryRun: (body) => call({ method: 'POST', path: '/admin/fee-rules/dry-run', json: body, retry: true }),
     },
-    routes: collection(call, '/admin/routes'),
-    limitRules: collection(call, '/admin/limit-rules'),
-    authPolicies: collection(call, '/admin/auth-policies'),
-    serviceKeys: collection(call, '/admin/service-keys'),
+    routes: collection(call, ADMIN_COLLECTION_PATHS.routes),
+    limitRules: collection(call, ADMIN_COLLECTION_PATHS['limit-rules']),
+    authPolicies: collection(call, ADMIN_COLLECTION_PATHS['auth-policies']),
+    serviceKeys: collection(call, ADMIN_COLLECTION_PATHS['service-keys']),
     intents: {
       list: (query = {}) => call({ method: 'GET', path: `/admin/intents${queryString({ ...query })}`, retry: true }),
       get: (intentId) => call({ method: 'GET', path: `/admin/intents/${encodeURIComponent(intentId)}`, retry: true }),

@@ -392,6 +392,11 @@ describe('admin records and log level', () => {
     expect((await cli(['admin', 'routes', 'create', 'not json', ...admin], noCall)).code).toBe(EXIT.USAGE);
     expect((await cli(['admin', 'routes', 'frobnicate', ...admin], noCall)).err).toContain('unknown command: admin routes frobnicate');
     expect((await cli(['admin', 'routes', 'get', ...admin], noCall)).code).toBe(EXIT.USAGE);
+    // A key is one path segment: slashes in it are sent encoded and cannot reach another route.
+    const escaping = await cli(['admin', 'routes', 'get', '../../intents', ...admin]);
+    expect([escaping.code, escaping.err]).toEqual([EXIT.REFUSED, expect.stringContaining('422 VALIDATION_ERROR')]);
+    const otherKey = await cli(['admin', 'service-keys', 'get', 'x/../admin-tool', ...admin]);
+    expect(otherKey.code).toBe(EXIT.REFUSED);
   });
 
   it('reads and switches the log level', async () => {
