@@ -31,7 +31,7 @@ export interface Database extends Sql {
   readonly kind: 'pglite' | 'postgres';
   /** Runs `work` in one transaction: committed when it resolves, rolled back when it throws. */
   transaction<T>(work: (tx: Tx) => Promise<T>): Promise<T>;
-  /** A session of its own for leader election (see LockSession); the caller closes it. */
+  /** A session of its own for leader election (see LockSession; lease rows in `transaction` pool mode); the caller closes it. */
   openLockSession(): Promise<LockSession>;
   close(): Promise<void>;
 }
