@@ -36,7 +36,15 @@ export class MigrationsPendingError extends Error {
 
 export interface MigrationStatus {
   readonly applied: ReadonlyArray<{ readonly version: string; readonly appliedAt: Date }>;
-  /** Migrations not applied yet, then the SQL function sources (`sql/…`) whose recorded text differs. */
+  /** Numbered migrations not applied yet: the schema lacks what this version needs. */
+  readonly pendingMigrations: readonly string[];
+  /**
+   * SQL function sources (`sql/…`) whose recorded text differs from this version's. Apart, because
+   * during a rolling upgrade the previous version's processes see the new text as different too,
+   * and must not become unready for it.
+   */
+  readonly changedSources: readonly string[];
+  /** Both, in the order `payorch migrate` would apply them. */
   readonly pending: readonly string[];
 }
 
@@ -100,12 +108,15 @@ export async function migrationStatus(sql: Sql): Promise<MigrationStatus> {
             row.sha256,
           ]),
         );
+  const pendingMigrations = files.filter((file) => !byVersion.has(file.name)).map((file) => file.name);
+  const changedSources = sources
+    .filter((source) => sourceChecksums.get(source.name) !== source.sha256)
+    .map((source) => `sql/${source.name}`);
   return {
     applied: recorded.map((row) => ({ version: row.version, appliedAt: row.applied_at })),
-    pending: [
-      ...files.filter((file) => !byVersion.has(file.name)).map((file) => file.name),
-      ...sources.filter((source) => sourceChecksums.get(source.name) !== source.sha256).map((source) => `sql/${source.name}`),
-    ],
+    pendingMigrations,
+    changedSources,
+    pending: [...pendingMigrations, ...changedSources],
   };
 }
 

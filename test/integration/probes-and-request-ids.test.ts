@@ -47,6 +47,20 @@ describe('GET /livez and GET /readyz', () => {
     await expectLedgerInvariants(t.db);
   });
 
+  it('readiness stays 200 while a SQL function source differs from this version’s, as a newer release leaves it during a rolling upgrade', async () => {
+    const { rows } = await t.db.query<{ name: string; sha256: string }>(
+      'SELECT name, sha256 FROM sql_function_sources ORDER BY name LIMIT 1',
+    );
+    const source = rows[0];
+    expect(source).toBeDefined();
+    await t.db.query('UPDATE sql_function_sources SET sha256 = $2 WHERE name = $1', [source?.name, 'f'.repeat(64)]);
+    try {
+      expect((await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
+    } finally {
+      await t.db.query('UPDATE sql_function_sources SET sha256 = $2 WHERE name = $1', [source?.name, source?.sha256]);
+    }
+  });
+
   it('with the database closed, liveness still answers 200 and readiness 503 in the standard error body', async () => {
     const closed = await startTestApp();
     try {

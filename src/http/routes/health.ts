@@ -74,7 +74,7 @@ export function probeRoutes(app: App, deps: { sql: Sql }) {
     async (request) => {
       let pending: readonly string[];
       try {
-        ({ pending } = await migrationStatus(deps.sql));
+        ({ pendingMigrations: pending } = await migrationStatus(deps.sql));
       } catch (error) {
         if (error instanceof MigrationChangedError) throw apiError('SERVICE_UNAVAILABLE', error.message);
         request.log.warn({ err: error }, 'readiness: the database does not answer');
