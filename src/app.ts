@@ -30,10 +30,11 @@ import { IntentCommitter } from './domain/intents/commit/intent-commit.js';
 import { PayerLocks } from './domain/intents/create/payer-locks.js';
 import { StatusPublisher } from './domain/intents/store/status-publisher.js';
 import { pspxWalletRoutes } from './http/routes/pspx-wallets.js';
-import { healthRoutes, startEventLoopMonitor } from './http/routes/health.js';
+import { healthRoutes, probeRoutes, startEventLoopMonitor } from './http/routes/health.js';
 import { createValidatorCompiler } from './http/validation.js';
 import { type LogSettings, loggerOptions } from './http/log-options.js';
 import { VERSION } from './version.js';
+import { REQUEST_ID_HEADER, requestIdOf } from './http/request-id.js';
 import { ConfigCache } from './http/config-cache.js';
 import { departureFor } from './adapters/coalesced-reads.js';
 
@@ -74,21 +75,28 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
     logger: deps.logger === undefined ? false : loggerOptions(deps.logger),
     bodyLimit: BODY_LIMIT_BYTES,
-    // The intent id is the trace id of payment log lines; requests get their own id until then.
+    // Validated by genReqId instead: an unacceptable X-Request-Id gets a new id, not a rejection.
     requestIdHeader: false,
+    genReqId: requestIdOf,
     frameworkErrors,
-    logController: new CompletionLog(),
+    logController: new CompletionLog({ requestIdLogLabel: 'requestId' }),
+  });
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header(REQUEST_ID_HEADER, request.id);
   });
   const shared = deps.shared ?? createMemorySharedState();
   if (deps.shared === undefined) app.addHook('onClose', async () => shared.close());
   app.setValidatorCompiler(createValidatorCompiler());
   registerErrorHandling(app, deps.config.production);
-  // One per app: every request checks it against the database's config version (config-cache.ts).
-  const configCache = new ConfigCache(deps.db, departureFor(deps.db));
   const metrics = deps.metrics ?? createMetrics({ sql: deps.db });
-  const throttle = new Throttle(createTokenBuckets(shared), metrics, app.log, deps.config.authFailureBurst);
-  registerAuth(app, { sql: deps.db, config: configCache, secrets: deps.secrets, adminToken: deps.config.adminToken, shared, throttle });
-  await registerOpenApi(app, VERSION);
+  const servesApi = deps.config.role !== 'workers';
+  if (servesApi) {
+    // One per app: every request checks it against the database's config version (config-cache.ts).
+    const configCache = new ConfigCache(deps.db, departureFor(deps.db));
+    const throttle = new Throttle(createTokenBuckets(shared), metrics, app.log, deps.config.authFailureBurst);
+    registerAuth(app, { sql: deps.db, config: configCache, secrets: deps.secrets, adminToken: deps.config.adminToken, shared, throttle });
+    await registerOpenApi(app, VERSION);
+  }
   metricsRoutes(app, { metrics, token: deps.config.metricsToken });
 
   const monitor = startEventLoopMonitor();
@@ -96,6 +104,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onListen', async () => monitor.restart());
 
   healthRoutes(app, { sql: deps.db, ledger: deps.ledger, version: VERSION, eventLoopDelayMs: monitor.delayMs });
+  probeRoutes(app, { sql: deps.db });
+  // A workers process answers its probes and its metrics, nothing a client could call.
+  if (!servesApi) return app;
   accountRoutes(app, { db: deps.db, ledger: deps.ledger });
   policyRoutes(app, { db: deps.db });
   await adminRoutes(app, { db: deps.db, feeEngine: deps.fees, reloadSecrets: deps.reloadSecrets });

@@ -40,7 +40,20 @@ const ConfigFileSchema = Type.Object(
 );
 export type ConfigFile = Static<typeof ConfigFileSchema>;
 
+/** R49: which parts of the service this process runs; any number of each may share one PostgreSQL. */
+export const PROCESS_ROLES = ['all', 'api', 'workers'] as const;
+export type ProcessRole = (typeof PROCESS_ROLES)[number];
+/** R51: `transaction` when the database is reached through PgBouncer in transaction pooling mode. */
+export const DATABASE_POOL_MODES = ['session', 'transaction'] as const;
+export type DatabasePoolMode = (typeof DATABASE_POOL_MODES)[number];
+
 export interface Config {
+  /** PAYORCH_ROLE: `api` serves HTTP without background workers, `workers` runs them and serves only probes and metrics. */
+  readonly role: ProcessRole;
+  /** MIGRATE_ON_START=false: `serve` does not migrate, and refuses to start on a database that is behind. */
+  readonly migrateOnStart: boolean;
+  /** DATABASE_POOL_MODE: `transaction` relies on no session state (PgBouncer in transaction pooling mode). */
+  readonly databasePoolMode: DatabasePoolMode;
   readonly port: number;
   readonly host: string;
   readonly databaseUrl: string | undefined;
@@ -138,12 +151,29 @@ function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0
   return value;
 }
 
+function oneOf<const Choices extends readonly string[]>(env: NodeJS.ProcessEnv, name: string, choices: Choices): Choices[number] {
+  const raw = nonEmpty(env[name]) ?? choices[0];
+  const choice = choices.find((candidate) => candidate === raw);
+  if (choice === undefined) throw new ConfigError(`${name} must be one of ${choices.join(', ')} (got ${raw})`);
+  return choice;
+}
+
+function flag(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
+  const raw = nonEmpty(env[name]);
+  if (raw === undefined) return fallback;
+  if (raw !== 'true' && raw !== 'false') throw new ConfigError(`${name} must be true or false (got ${raw})`);
+  return raw === 'true';
+}
+
 const nonEmpty = (value: string | undefined) => (value === undefined || value === '' ? undefined : value);
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const configFile = nonEmpty(env.CONFIG_FILE) ?? DEMO_CONFIG_FILE;
   const qrSecret = nonEmpty(env.QR_SIGNING_SECRET);
   return Object.freeze({
+    role: oneOf(env, 'PAYORCH_ROLE', PROCESS_ROLES),
+    migrateOnStart: flag(env, 'MIGRATE_ON_START', true),
+    databasePoolMode: oneOf(env, 'DATABASE_POOL_MODE', DATABASE_POOL_MODES),
     port: integer(env, 'PORT', 3000),
     host: nonEmpty(env.HOST) ?? '127.0.0.1',
     databaseUrl: nonEmpty(env.DATABASE_URL),

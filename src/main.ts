@@ -1,15 +1,18 @@
 import type { FastifyInstance } from 'fastify';
-import { createBroker } from './adapters/broker.js';
+import { type Broker, createBroker } from './adapters/broker.js';
+import type { Logger } from './adapters/logger.js';
+import type { PspxClient } from './adapters/pspx/pspx-client.js';
+import type { Ledger } from './ledger/ledger.js';
 import { createSharedState } from './adapters/shared-state.js';
-import { openDatabase } from './adapters/database.js';
-import { migrate } from './adapters/migrations.js';
+import { type Database, openDatabase } from './adapters/database.js';
+import { assertMigrated, migrate } from './adapters/migrations.js';
 import { createPspxClient } from './adapters/pspx/pspx-client.js';
 import { createSimulatorServer } from './adapters/pspx/pspx-simulator.js';
 import { buildApp } from './app.js';
 import { type Config, loadConfig, readConfigFile, secretsOf } from './config.js';
 import { applyConfig } from './domain/bootstrap.js';
 import { SqlLedger } from './ledger/sql-ledger.js';
-import { createMetrics, timedLedger } from './adapters/metrics.js';
+import { createMetrics, type Metrics, timedLedger } from './adapters/metrics.js';
 import { createFeeEngine } from './domain/fees/index.js';
 import { startWorkers } from './workers/index.js';
 import { StatusPublisher } from './domain/intents/store/status-publisher.js';
@@ -26,8 +29,14 @@ export interface RunningService {
 /** The whole process: database, migrations, config, HTTP listener. */
 export async function startService(config: Config = loadConfig()): Promise<RunningService> {
   refuseUnsafeProductionSettings(config);
-  const db = await openDatabase(config.databaseUrl, config.dataDir);
-  await migrate(db);
+  const db = await openDatabase(config.databaseUrl, config.dataDir, config.databasePoolMode);
+  try {
+    if (config.migrateOnStart) await migrate(db);
+    else await assertMigrated(db);
+  } catch (error) {
+    await db.close();
+    throw error;
+  }
   const ledger = new SqlLedger();
   await applyConfig(db, ledger, config.file);
   const broker = createBroker(config.redisUrl);
@@ -72,14 +81,8 @@ export async function startService(config: Config = loadConfig()): Promise<Runni
   process.on('SIGHUP', onSighup);
 
   const address = await app.listen({ port: config.port, host: config.host });
-  const workers = await startWorkers({ config, db, ledger: timedLedger(ledger, metrics), pspx, broker, log: app.log, metrics });
-  const expirySweep = startExpirySweep({
-    db,
-    publisher: new StatusPublisher(broker, app.log),
-    log: app.log,
-    intervalMs: config.expirySweepIntervalMs,
-    metrics,
-  });
+  app.log.info({ role: config.role }, `process role: ${config.role}`);
+  const background = config.role === 'api' ? null : await startBackgroundWork(config, { db, ledger, metrics, pspx, broker, log: app.log });
   return {
     app,
     address,
@@ -87,13 +90,34 @@ export async function startService(config: Config = loadConfig()): Promise<Runni
       process.off('SIGHUP', onSighup);
       await app.close();
       // Drains: a PSP step or outbox job in progress finishes before the database closes.
-      await workers.stop();
-      await expirySweep.stop();
+      await background?.stop();
       await fees.dispose();
       await pspxSimulator?.close();
       await broker.close();
       await shared.close();
       await db.close();
+    },
+  };
+}
+
+/** Every worker and the invoice expiry sweep: what a `workers` (or `all`) process runs beside HTTP. */
+async function startBackgroundWork(
+  config: Config,
+  deps: { db: Database; ledger: Ledger; metrics: Metrics; pspx: PspxClient; broker: Broker; log: Logger },
+): Promise<{ stop(): Promise<void> }> {
+  const { db, metrics, broker, log } = deps;
+  const workers = await startWorkers({ config, db, ledger: timedLedger(deps.ledger, metrics), pspx: deps.pspx, broker, log, metrics });
+  const expirySweep = startExpirySweep({
+    db,
+    publisher: new StatusPublisher(broker, log),
+    log,
+    intervalMs: config.expirySweepIntervalMs,
+    metrics,
+  });
+  return {
+    async stop() {
+      await workers.stop();
+      await expirySweep.stop();
     },
   };
 }

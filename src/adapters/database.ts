@@ -1,6 +1,8 @@
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { asDatabaseError } from './database-error.js';
+import type { DatabasePoolMode } from '../config.js';
+import { openLeaseSession } from './lease-session.js';
 
 /** The result of one statement: the rows it returned and how many rows it touched. */
 export interface QueryResult<Row> {
@@ -29,7 +31,7 @@ export interface Database extends Sql {
   readonly kind: 'pglite' | 'postgres';
   /** Runs `work` in one transaction: committed when it resolves, rolled back when it throws. */
   transaction<T>(work: (tx: Tx) => Promise<T>): Promise<T>;
-  /** A session of its own for leader election (see LockSession); the caller closes it. */
+  /** A session of its own for leader election (see LockSession; lease rows in `transaction` pool mode); the caller closes it. */
   openLockSession(): Promise<LockSession>;
   close(): Promise<void>;
 }
@@ -61,10 +63,22 @@ const connectTimeoutMs = 5_000;
 /**
  * `postgres://…` opens a pool on that server; `memory://` an in-memory PGlite; unset, a PGlite
  * in `dataDir`. int8 columns come back as bigint on both, so money never passes through a float.
+ * `transaction` pool mode (PgBouncer's transaction pooling) keeps no state in a session: statements
+ * go unnamed and leadership is a lease row (lease-session.ts) instead of a session advisory lock.
  */
-export async function openDatabase(databaseUrl: string | undefined, dataDir: string): Promise<Database> {
+export async function openDatabase(
+  databaseUrl: string | undefined,
+  dataDir: string,
+  poolMode: DatabasePoolMode = 'session',
+): Promise<Database> {
+  const database = await openByScheme(databaseUrl, dataDir, poolMode);
+  if (poolMode === 'session') return database;
+  return { ...database, openLockSession: async () => openLeaseSession(database) };
+}
+
+async function openByScheme(databaseUrl: string | undefined, dataDir: string, poolMode: DatabasePoolMode): Promise<Database> {
   if (databaseUrl?.startsWith('postgres://') || databaseUrl?.startsWith('postgresql://')) {
-    return openPostgres(databaseUrl);
+    return openPostgres(databaseUrl, poolMode === 'session');
   }
   if (databaseUrl !== undefined && databaseUrl !== '' && databaseUrl !== 'memory://') {
     throw new Error(`DATABASE_URL must start with postgres://, postgresql:// or memory:// (got a different scheme)`);
@@ -155,7 +169,8 @@ class Unawaited {
   }
 }
 
-function openPostgres(connectionString: string): Database {
+/** `namedStatements` false: PgBouncer in transaction mode may run the next statement on a connection that never prepared it. */
+function openPostgres(connectionString: string, namedStatements: boolean): Database {
   const pool = new pg.Pool({
     connectionString,
     max: connectionsMax,
@@ -171,7 +186,7 @@ function openPostgres(connectionString: string): Database {
   // An idle client that loses its server (restart, failover) must not crash the process.
   pool.on('error', () => {});
   const run = async <Row>(client: pg.Pool | pg.PoolClient, text: string, params?: readonly unknown[]) => {
-    const name = params === undefined ? undefined : statementName(text);
+    const name = params === undefined || !namedStatements ? undefined : statementName(text);
     try {
       const result =
         name === undefined

@@ -4,7 +4,7 @@ import { type CliIo, EXIT, type ExitCode, UsageError } from './cli-io.js';
 /** Every command and the words that may follow it, as the dispatchers take them. */
 export const COMMAND_WORDS: Readonly<Record<string, readonly string[]>> = {
   serve: [],
-  migrate: [],
+  migrate: ['--status'],
   call: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
   intents: ['create', 'get', 'events', 'watch'],
   quote: [],

@@ -1,5 +1,5 @@
 import { openDatabase } from '../adapters/database.js';
-import { migrate } from '../adapters/migrations.js';
+import { MigrationChangedError, type MigrationStatus, migrate, migrationStatus } from '../adapters/migrations.js';
 import { loadConfig } from '../config.js';
 import { startService } from '../main.js';
 import { accountsCommand } from './account-commands.js';
@@ -19,8 +19,10 @@ const USAGE = `payorch: payment orchestration service
 Usage:
   payorch --version                     print the version
   payorch COMMAND --help                print one command's usage
-  payorch serve                         run the API and the workers (what npm start runs)
-  payorch migrate                       apply the SQL migrations to DATABASE_URL (or the embedded database)
+  payorch serve                         run the API and the workers (what npm start runs); PAYORCH_ROLE=api
+                                        or workers runs one part, MIGRATE_ON_START=false skips migrating
+  payorch migrate [--status]            apply the SQL migrations to DATABASE_URL (or the embedded database);
+                                        --status lists applied and pending ones, exit 1 when any is pending
   payorch call METHOD PATH [BODY]       sign any request and print the answer as is
 
   payorch intents create [BODY] --user N --type T --amount N [--recipient N] [--currency C]
@@ -97,15 +99,31 @@ async function serve(): Promise<void> {
   process.on('SIGINT', () => void stop('SIGINT'));
 }
 
-async function migrateCommand(io: CliIo): Promise<void> {
+async function migrateCommand(args: readonly string[], io: CliIo): Promise<number> {
+  const statusOnly = args[0] === '--status';
+  if (args.length > (statusOnly ? 1 : 0)) throw new UsageError('usage: payorch migrate [--status]');
   const config = loadConfig();
-  const db = await openDatabase(config.databaseUrl, config.dataDir);
+  const db = await openDatabase(config.databaseUrl, config.dataDir, config.databasePoolMode);
   try {
+    if (statusOnly) return printMigrationStatus(await migrationStatus(db), io);
     const applied = await migrate(db);
     io.out(`${applied.length === 0 ? 'database is up to date' : `applied ${applied.join(', ')}`}\n`);
+    return EXIT.OK;
+  } catch (error) {
+    if (!(error instanceof MigrationChangedError)) throw error;
+    io.err(`payorch: ${error.message}\n`);
+    return EXIT.USAGE;
   } finally {
     await db.close();
   }
+}
+
+/** Exit 1 when anything is pending, so a deployment step can wait on it or stop. */
+function printMigrationStatus(status: MigrationStatus, io: CliIo): number {
+  for (const { version, appliedAt } of status.applied) io.out(`applied  ${version}  ${appliedAt.toISOString()}\n`);
+  for (const version of status.pending) io.out(`pending  ${version}\n`);
+  io.out(status.pending.length === 0 ? 'database is up to date\n' : `${status.pending.length} pending\n`);
+  return status.pending.length === 0 ? EXIT.OK : EXIT.REFUSED;
 }
 
 async function dispatch(command: string, args: string[], io: CliIo): Promise<number> {
@@ -114,8 +132,7 @@ async function dispatch(command: string, args: string[], io: CliIo): Promise<num
       await serve();
       return EXIT.OK;
     case 'migrate':
-      await migrateCommand(io);
-      return EXIT.OK;
+      return migrateCommand(args, io);
     case 'call':
       return callCommand(args, io);
     case 'intents':

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Database } from '../../src/adapters/database.js';
-import { openTestDatabase } from '../support/database.js';
+import { type Database, openDatabase } from '../../src/adapters/database.js';
+import { openTestDatabase, testPoolMode } from '../support/database.js';
 
 let db: Database;
 beforeAll(async () => {
@@ -8,8 +8,10 @@ beforeAll(async () => {
 });
 afterAll(async () => db?.close());
 
-describe.runIf(process.env.DATABASE_URL?.startsWith('postgres'))('statements on PostgreSQL', () => {
-  it('go out as named prepared statements, one per text, each parsed once per connection', async () => {
+const onPostgres = process.env.DATABASE_URL?.startsWith('postgres') === true;
+
+describe.runIf(onPostgres)('statements on PostgreSQL', () => {
+  it.runIf(testPoolMode === 'session')('go out as named prepared statements, one per text, each parsed once per connection', async () => {
     const text = 'SELECT $1::int + 1 AS next';
     const prepared = await db.transaction(async (tx) => {
       for (let i = 0; i < 3; i += 1) expect((await tx.query<{ next: number }>(text, [i])).rows).toEqual([{ next: i + 1 }]);
@@ -26,6 +28,21 @@ describe.runIf(process.env.DATABASE_URL?.startsWith('postgres'))('statements on 
       return (await tx.query('SELECT 1 FROM pg_prepared_statements WHERE statement = $1', [text])).rows;
     });
     expect(prepared).toEqual([]);
+  });
+
+  it('go out unnamed in DATABASE_POOL_MODE=transaction, where the next statement may reach another server connection', async () => {
+    const text = 'SELECT $1::int + 2 AS next';
+    // No table is involved: the server's own database will do.
+    const pooled = await openDatabase(process.env.DATABASE_URL, '', 'transaction');
+    try {
+      const prepared = await pooled.transaction(async (tx) => {
+        for (let i = 0; i < 3; i += 1) expect((await tx.query<{ next: number }>(text, [i])).rows).toEqual([{ next: i + 2 }]);
+        return (await tx.query('SELECT 1 FROM pg_prepared_statements WHERE statement = $1', [text])).rows;
+      });
+      expect(prepared).toEqual([]);
+    } finally {
+      await pooled.close();
+    }
   });
 });
 

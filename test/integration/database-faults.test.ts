@@ -1,9 +1,8 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMemoryBroker } from '../../src/adapters/broker.js';
 import { type Database, openDatabase, type Sql } from '../../src/adapters/database.js';
@@ -17,6 +16,7 @@ import { createFeeEngine, type FeeEngine } from '../../src/domain/fees/index.js'
 import { signedHeaders } from '../../src/domain/signing.js';
 import { SqlLedger } from '../../src/ledger/sql-ledger.js';
 import { demoConfigFile } from '../support/app.js';
+import { createTestSchema, type TestSchema, testPoolMode } from '../support/database.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 
 /**
@@ -199,7 +199,7 @@ async function expectAuditClean(db: Database): Promise<void> {
 
 describe.runIf(pgUrl !== undefined)('PostgreSQL behind a TCP proxy that is cut under load', () => {
   let proxy: TcpProxy;
-  let schema: string;
+  let schema: TestSchema;
   let direct: Database;
   let viaProxy: Database;
   let h: Harness;
@@ -207,17 +207,12 @@ describe.runIf(pgUrl !== undefined)('PostgreSQL behind a TCP proxy that is cut u
   beforeAll(async () => {
     const target = new URL(pgUrl ?? '');
     proxy = await startTcpProxy(target.hostname, Number(target.port || 5432));
-    schema = `dbfault_${randomBytes(6).toString('hex')}`;
-    const admin = new pg.Client({ connectionString: pgUrl });
-    await admin.connect();
-    await admin.query(`CREATE SCHEMA ${schema}`);
-    await admin.end();
-    const scoped = new URL(pgUrl ?? '');
-    scoped.searchParams.set('options', `-c search_path=${schema}`);
-    direct = await openDatabase(scoped.toString(), '');
+    schema = await createTestSchema(pgUrl ?? '', 'dbfault');
+    direct = await openDatabase(schema.url, '', testPoolMode);
     await migrate(direct);
+    const scoped = new URL(schema.url);
     scoped.host = `127.0.0.1:${proxy.port}`;
-    viaProxy = await openDatabase(scoped.toString(), '');
+    viaProxy = await openDatabase(scoped.toString(), '', testPoolMode);
     h = await buildOn(viaProxy);
     await fund(h);
   }, 60_000);
@@ -228,10 +223,7 @@ describe.runIf(pgUrl !== undefined)('PostgreSQL behind a TCP proxy that is cut u
     await viaProxy?.close();
     await proxy?.close();
     await direct?.close();
-    const admin = new pg.Client({ connectionString: pgUrl });
-    await admin.connect();
-    await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-    await admin.end();
+    await schema?.drop();
   });
 
   it.each(['reset', 'stall'] as const)(

@@ -1,4 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Database } from '../../src/adapters/database.js';
+import { openLeaseSession } from '../../src/adapters/lease-session.js';
+import { testPoolMode } from '../support/database.js';
 import { createPspxClient } from '../../src/adapters/pspx/pspx-client.js';
 import { StatusPublisher } from '../../src/domain/intents/store/status-publisher.js';
 import { createOutboxWorker, OUTBOX_DEFAULTS, type OutboxWorker } from '../../src/workers/outbox-worker.js';
@@ -31,9 +34,9 @@ afterEach(async () => {
   await expectLedgerInvariants(t.db);
 });
 
-function outboxWorker(lockName = 'test.outbox'): OutboxWorker {
+function outboxWorker(lockName = 'test.outbox', db: Database = t.db): OutboxWorker {
   const worker = createOutboxWorker({
-    db: t.db,
+    db,
     ledger: t.ledger,
     publisher: new StatusPublisher(t.broker, log),
     log,
@@ -65,7 +68,13 @@ async function expectSettledOnce(ids: readonly string[]): Promise<void> {
   expect(rows.map((row) => row.attempts)).toEqual(ids.map(() => 1));
 }
 
-describe(`outbox leader election (${onPostgres ? 'PostgreSQL: advisory lock on a dedicated connection' : 'PGlite: one process, locks tracked per session'})`, () => {
+const electionKind =
+  testPoolMode === 'transaction'
+    ? 'DATABASE_POOL_MODE=transaction: a lease row'
+    : onPostgres
+      ? 'PostgreSQL: advisory lock on a dedicated connection'
+      : 'PGlite: one process, locks tracked per session';
+describe(`outbox leader election (${electionKind})`, () => {
   it('a lock session holds its lock alone until it ends, then another session gets it', async () => {
     const first = await t.db.openLockSession();
     const second = await t.db.openLockSession();
@@ -117,34 +126,85 @@ describe(`outbox leader election (${onPostgres ? 'PostgreSQL: advisory lock on a
     await expectSettledOnce(ids);
   });
 
-  it.runIf(onPostgres)('the standby takes over when the leader’s connection dies (pg_terminate_backend)', async () => {
-    const a = outboxWorker('test.outbox.kill');
-    const b = outboxWorker('test.outbox.kill');
-    expect((await a.runOnce()).leader).toBe(true);
-    expect((await b.runOnce()).leader).toBe(false);
-    const holders = async () =>
-      (
-        await t.db.query<{ pid: number }>(
-          `WITH k AS (SELECT hashtextextended(current_schema() || '/' || 'test.outbox.kill', 0) AS key)
+  it.runIf(onPostgres && testPoolMode === 'session')(
+    'the standby takes over when the leader’s connection dies (pg_terminate_backend)',
+    async () => {
+      const a = outboxWorker('test.outbox.kill');
+      const b = outboxWorker('test.outbox.kill');
+      expect((await a.runOnce()).leader).toBe(true);
+      expect((await b.runOnce()).leader).toBe(false);
+      const holders = async () =>
+        (
+          await t.db.query<{ pid: number }>(
+            `WITH k AS (SELECT hashtextextended(current_schema() || '/' || 'test.outbox.kill', 0) AS key)
            SELECT l.pid FROM pg_locks l, k
             WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
               AND l.classid = ((k.key >> 32) & 4294967295)::oid AND l.objid = (k.key & 4294967295)::oid`,
-        )
-      ).rows.map((row) => row.pid);
-    const [leaderPid, ...others] = await holders();
-    expect(others).toEqual([]);
-    expect(leaderPid).toBeDefined();
+          )
+        ).rows.map((row) => row.pid);
+      const [leaderPid, ...others] = await holders();
+      expect(others).toEqual([]);
+      expect(leaderPid).toBeDefined();
 
-    await t.db.query('SELECT pg_terminate_backend($1)', [leaderPid]);
+      await t.db.query('SELECT pg_terminate_backend($1)', [leaderPid]);
+      const ids = await confirmedPayouts(2);
+      // The old leader notices on its next run and stands down; the standby's next try wins.
+      expect(await a.runOnce()).toMatchObject({ leader: false, jobsDone: 0 });
+      expect(log.events('outbox_leadership_lost').length).toBeGreaterThan(0);
+      expect(await b.runOnce()).toMatchObject({ leader: true, jobsDone: 2 });
+      expect((await a.runOnce()).leader).toBe(false);
+      const now = await holders();
+      expect(now).toHaveLength(1);
+      expect(now[0]).not.toBe(leaderPid);
+      await expectSettledOnce(ids);
+    },
+  );
+});
+
+/** A lease taken by someone else lapsing: what a crashed leader leaves behind. */
+async function expireLease(name: string): Promise<void> {
+  const expired = await t.db.query("UPDATE leader_leases SET expires_at = now() - interval '1 second' WHERE name = $1", [name]);
+  expect(expired.rowCount).toBe(1);
+}
+
+describe('outbox leadership as a lease row (what DATABASE_POOL_MODE=transaction uses, on every engine)', () => {
+  it('a lease is held alone, renewed by its holder, and taken over once it lapses; the old holder learns it lost it', async () => {
+    const first = openLeaseSession(t.db);
+    const second = openLeaseSession(t.db);
+    try {
+      expect(await first.tryLock('test.lease')).toBe(true);
+      expect(await second.tryLock('test.lease')).toBe(false);
+      expect(await first.alive()).toBe(true);
+      expect(await first.tryLock('test.lease')).toBe(true);
+      await expireLease('test.lease');
+      expect(await second.tryLock('test.lease')).toBe(true);
+      expect(await first.alive()).toBe(false);
+      expect(await first.tryLock('test.lease').catch((error: Error) => error.message)).toBe('lease session is closed');
+      await second.close();
+      const { rows } = await t.db.query('SELECT 1 FROM leader_leases WHERE name = $1', ['test.lease']);
+      expect(rows).toHaveLength(0);
+    } finally {
+      await first.close();
+      await second.close();
+    }
+  });
+
+  it('the standby worker takes over the jobs when the leader’s lease lapses, and the old leader stands down', async () => {
+    const leased: Database = { ...t.db, openLockSession: async () => openLeaseSession(t.db) };
+    const a = outboxWorker('test.outbox.lease', leased);
+    const b = outboxWorker('test.outbox.lease', leased);
+    expect((await a.runOnce()).leader).toBe(true);
+    expect((await b.runOnce()).leader).toBe(false);
     const ids = await confirmedPayouts(2);
-    // The old leader notices on its next run and stands down; the standby's next try wins.
-    expect(await a.runOnce()).toMatchObject({ leader: false, jobsDone: 0 });
-    expect(log.events('outbox_leadership_lost').length).toBeGreaterThan(0);
+    await expireLease('test.outbox.lease');
     expect(await b.runOnce()).toMatchObject({ leader: true, jobsDone: 2 });
+    const lost = log.events('outbox_leadership_lost').length;
+    expect(await a.runOnce()).toMatchObject({ leader: false, jobsDone: 0 });
+    expect(log.events('outbox_leadership_lost').length).toBe(lost + 1);
     expect((await a.runOnce()).leader).toBe(false);
-    const now = await holders();
-    expect(now).toHaveLength(1);
-    expect(now[0]).not.toBe(leaderPid);
     await expectSettledOnce(ids);
+    // A leader that stops hands the lease back at once: the standby does not wait for it to lapse.
+    await b.stop();
+    expect((await a.runOnce()).leader).toBe(true);
   });
 });

@@ -1,7 +1,6 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance } from 'fastify';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Broker, createMemoryBroker } from '../../src/adapters/broker.js';
 import { type Database, openDatabase } from '../../src/adapters/database.js';
@@ -19,7 +18,7 @@ import { type Loop, startLoop } from '../../src/workers/loop.js';
 import { createOutboxWorker, OUTBOX_DEFAULTS, type OutboxWorker } from '../../src/workers/outbox-worker.js';
 import { createPspWorker } from '../../src/workers/psp-worker.js';
 import { buildIfStale, spawnService } from '../support/service-process.js';
-import { openTestDatabase } from '../support/database.js';
+import { createTestSchema, openTestDatabase, testPoolMode } from '../support/database.js';
 import { captureLogger, customer, testPspSettings } from '../support/workers.js';
 
 /**
@@ -92,17 +91,11 @@ async function spawnInstance(databaseUrl: string, simulatorUrl: string): Promise
 async function processCluster(): Promise<Cluster> {
   await buildIfStale();
   const simulator = await createSimulatorServer({ adminRoutes: false });
-  const schema = `two_${randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: pgUrl });
-  await admin.connect();
-  await admin.query(`CREATE SCHEMA ${schema}`);
-  await admin.end();
-  const scoped = new URL(pgUrl ?? '');
-  scoped.searchParams.set('options', `-c search_path=${schema}`);
+  const schema = await createTestSchema(pgUrl ?? '', 'two');
   // The first migrates; the second finds the schema ready (migrations also wait on a lock).
-  const first = await spawnInstance(scoped.toString(), simulator.url);
-  const second = await spawnInstance(scoped.toString(), simulator.url);
-  const db = await openDatabase(scoped.toString(), '');
+  const first = await spawnInstance(schema.url, simulator.url);
+  const second = await spawnInstance(schema.url, simulator.url);
+  const db = await openDatabase(schema.url, '', testPoolMode);
   return {
     instances: [first, second],
     db,
@@ -111,10 +104,7 @@ async function processCluster(): Promise<Cluster> {
       await Promise.all([first.kill(), second.kill()]);
       await db.close();
       await simulator.close();
-      const cleanup = new pg.Client({ connectionString: pgUrl });
-      await cleanup.connect();
-      await cleanup.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-      await cleanup.end();
+      await schema.drop();
     },
   };
 }

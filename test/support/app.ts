@@ -62,9 +62,11 @@ export async function startTestApp(
     wrapLedger?: (ledger: Ledger) => Ledger;
     /** Replay caches made by the test (a second instance on the first one's Redis prefix); the test closes them. */
     shared?: SharedState;
+    /** A migrated database the test opened (one reached through a TCP proxy); closed with the app. */
+    db?: Database;
   } = {},
 ): Promise<TestApp> {
-  const db = await openTestDatabase();
+  const db = options.db ?? (await openTestDatabase());
   const ledger = options.wrapLedger?.(new SqlLedger()) ?? new SqlLedger();
   const file = options.file ?? demoConfigFile();
   const config: Config = {

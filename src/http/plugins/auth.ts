@@ -90,6 +90,9 @@ export function registerAuth(app: FastifyInstance, authDeps: AuthDeps): void {
       await deps.throttle.authenticationFailed(request, error);
       throw error;
     }
+    // Only once the signature is verified: an unverified X-Service-Id is the caller's claim, not a fact.
+    request.log = request.log.child({ serviceId: request.caller.serviceId });
+    reply.log = request.log;
     // Before the body is validated or any domain work: an over-limit request changes nothing.
     await deps.throttle.authenticated(request.caller.key, reply);
     if (request.body === MALFORMED_JSON) throw apiError('BAD_REQUEST', 'request body is not valid JSON');

@@ -2,6 +2,9 @@ import type { App } from '../typed-app.js';
 import Type from 'typebox';
 import type { Sql } from '../../adapters/database.js';
 import type { Ledger } from '../../ledger/ledger.js';
+import { MigrationChangedError, migrationStatus } from '../../adapters/migrations.js';
+import { apiError } from '../../domain/errors.js';
+import { ErrorResponse } from '../schemas.js';
 
 export const EVENT_LOOP_DELAY_MAX_MS = 1000;
 const tickIntervalMs = 100;
@@ -34,6 +37,7 @@ export function startEventLoopMonitor(): { delayMs: () => number; restart: () =>
 }
 
 const HealthOk = Type.Object({ status: Type.Literal('ok'), version: Type.String(), timestamp: Type.String() });
+const Alive = Type.Object({ status: Type.Literal('ok') });
 const HealthKo = Type.Object({ status: Type.Literal('ko'), message: Type.String() });
 
 export function healthRoutes(app: App, deps: { sql: Sql; ledger: Ledger; version: string; eventLoopDelayMs: () => number }) {
@@ -52,6 +56,32 @@ export function healthRoutes(app: App, deps: { sql: Sql; ledger: Ledger; version
         return reply.status(503).send({ status: 'ko', message: 'Service under pressure' });
       }
       return { status: 'ok' as const, version: deps.version, timestamp: new Date().toISOString() };
+    },
+  );
+}
+
+/**
+ * The orchestrator's two probes. Liveness never touches the database: a database outage must
+ * take pods out of rotation (readiness), not have every one of them restarted.
+ */
+export function probeRoutes(app: App, deps: { sql: Sql }) {
+  app.get('/livez', { config: { auth: 'none' }, schema: { tags: ['health'], security: [], response: { 200: Alive } } }, async () => ({
+    status: 'ok' as const,
+  }));
+  app.get(
+    '/readyz',
+    { config: { auth: 'none' }, schema: { tags: ['health'], security: [], response: { 200: Alive, 503: ErrorResponse } } },
+    async (request) => {
+      let pending: readonly string[];
+      try {
+        ({ pendingMigrations: pending } = await migrationStatus(deps.sql));
+      } catch (error) {
+        if (error instanceof MigrationChangedError) throw apiError('SERVICE_UNAVAILABLE', error.message);
+        request.log.warn({ err: error }, 'readiness: the database does not answer');
+        throw apiError('SERVICE_UNAVAILABLE', 'database unavailable');
+      }
+      if (pending.length > 0) throw apiError('SERVICE_UNAVAILABLE', `migration ${pending[0]} is pending`);
+      return { status: 'ok' as const };
     },
   );
 }
