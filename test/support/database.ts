@@ -14,23 +14,32 @@ export async function openTestDatabase(): Promise<Database> {
     await migrate(db);
     return db;
   }
-  const schema = `test_${randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: url });
-  await admin.connect();
-  await admin.query(`CREATE SCHEMA ${schema}`);
-  await admin.end();
-  const scoped = new URL(url);
-  scoped.searchParams.set('options', `-c search_path=${schema}`);
-  const db = await openDatabase(scoped.toString(), '');
+  const schema = await createTestSchema(url, 'test');
+  const db = await openDatabase(schema.url, '');
   await migrate(db);
   return {
     ...db,
     async close() {
       await db.close();
-      const cleanup = new pg.Client({ connectionString: url });
-      await cleanup.connect();
-      await cleanup.query(`DROP SCHEMA ${schema} CASCADE`);
-      await cleanup.end();
+      await schema.drop();
     },
   };
+}
+
+/** An empty schema of its own on the PostgreSQL server at `serverUrl`, for a test that hands its URL to a process. */
+export async function createTestSchema(serverUrl: string, prefix: string): Promise<{ url: string; drop(): Promise<void> }> {
+  const schema = `${prefix}_${randomBytes(6).toString('hex')}`;
+  const admin = async (statement: string) => {
+    const client = new pg.Client({ connectionString: serverUrl });
+    await client.connect();
+    try {
+      await client.query(statement);
+    } finally {
+      await client.end();
+    }
+  };
+  await admin(`CREATE SCHEMA ${schema}`);
+  const scoped = new URL(serverUrl);
+  scoped.searchParams.set('options', `-c search_path=${schema}`);
+  return { url: scoped.toString(), drop: () => admin(`DROP SCHEMA IF EXISTS ${schema} CASCADE`) };
 }
