@@ -33,7 +33,17 @@ export interface Database extends Sql {
   transaction<T>(work: (tx: Tx) => Promise<T>): Promise<T>;
   /** A session of its own for leader election (see LockSession); the caller closes it. */
   openLockSession(): Promise<LockSession>;
+  /** The connection pool's counts on PostgreSQL; absent on PGlite, which has one connection. */
+  readonly poolStats?: () => PoolStats;
   close(): Promise<void>;
+}
+
+export interface PoolStats {
+  /** Connections open, in use or idle. */
+  readonly total: number;
+  readonly idle: number;
+  /** Queries and transactions waiting for a connection: the pool is too small, or the database too slow. */
+  readonly waiting: number;
 }
 
 /**
@@ -236,6 +246,7 @@ function openPostgres(connectionString: string): Database {
       }
     },
     openLockSession: () => openPostgresLockSession(connectionString),
+    poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     close: () => pool.end(),
   };
 }
