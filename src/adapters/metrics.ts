@@ -32,6 +32,12 @@ export interface WorkerMetrics {
   pspEscalation(): void;
   /** Invoices the expiry sweep moved to EXPIRED. */
   invoicesExpired(count: number): void;
+  /** One balance monitor check: `ok`/`drift` with the readings (satang), or `skipped` (no answer from PSPX). */
+  balanceChecked(
+    check:
+      | { readonly result: 'ok' | 'drift'; readonly partnerBalance: bigint; readonly difference: bigint }
+      | { readonly result: 'skipped' },
+  ): void;
 }
 
 export interface Metrics extends WorkerMetrics {
@@ -177,6 +183,22 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     poolGauge('payorch_db_pool_connections_idle', 'PostgreSQL connections of the pool not in use.', (stats) => stats.idle);
     poolGauge('payorch_db_pool_waiting', 'Queries and transactions waiting for a pool connection.', (stats) => stats.waiting);
   }
+  const balanceChecks = new Counter({
+    name: 'payorch_balance_checks_total',
+    help: 'Balance monitor checks of the PSPX partner balance against the ledger, by result (ok, drift, skipped).',
+    labelNames: ['result'] as const,
+    registers,
+  });
+  const partnerBalance = new Gauge({
+    name: 'payorch_pspx_partner_balance',
+    help: 'The PSPX partner balance at the last balance check, in satang.',
+    registers,
+  });
+  const balanceDifference = new Gauge({
+    name: 'payorch_pspx_balance_difference',
+    help: 'Partner balance minus what the ledger expects at the last balance check, in satang; 0 inside the expected range.',
+    registers,
+  });
   const samplers: Array<() => Promise<void>> = [];
   if (options.sql !== undefined) samplers.push(outboxSampler(options.sql, registers));
 
@@ -198,6 +220,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     invoicesExpired: (count) => {
       if (count > 0) expiries.inc(count);
     },
+    balanceChecked: (check) => {
+      balanceChecks.inc({ result: check.result });
+      if (check.result === 'skipped') return;
+      partnerBalance.set(Number(check.partnerBalance));
+      balanceDifference.set(Number(check.difference));
+    },
     liveStreams: { inc: () => streams.inc(), dec: () => streams.dec() },
     authFailure: (reason) => authFailures.inc({ reason }),
     rateLimited: (reason) => rateLimited.inc({ reason }),
@@ -213,7 +241,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
 }
 
 /**
- * Outbox depth and the age of its oldest open job, read with one query at scrape time: the table
+ * Outbox depth, the age of its oldest open job and the MANUAL_REVIEW queue, read with one query at scrape time: the table
  * is the truth across every instance, and the open-job index keeps the query cheap. A failed read
  * sets the depth to -1, so the scrape still answers and a dashboard tells "unknown" from "empty".
  */
@@ -228,16 +256,25 @@ function outboxSampler(sql: Sql, registers: Registry[]): () => Promise<void> {
     help: 'Age of the oldest open outbox job; 0 when the outbox is empty.',
     registers,
   });
+  const manualReview = new Gauge({
+    name: 'payorch_intents_manual_review',
+    help: 'Intents in MANUAL_REVIEW, waiting for an operator; -1 when the database could not be read.',
+    registers,
+  });
   return async () => {
     try {
-      const { rows } = await sql.query<{ depth: number; oldest_age_s: number }>(
-        `SELECT count(*)::int AS depth, COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 AS oldest_age_s
+      // The MANUAL_REVIEW count reads the partial index of in-flight intents, not the table.
+      const { rows } = await sql.query<{ depth: number; oldest_age_s: number; manual_review: number }>(
+        `SELECT count(*)::int AS depth, COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 AS oldest_age_s,
+                (SELECT count(*)::int FROM intents WHERE status = 'MANUAL_REVIEW') AS manual_review
            FROM outbox WHERE done_at IS NULL`,
       );
       depth.set(rows[0]?.depth ?? 0);
       oldestAge.set(Math.max(0, rows[0]?.oldest_age_s ?? 0));
+      manualReview.set(rows[0]?.manual_review ?? 0);
     } catch {
       depth.set(-1);
+      manualReview.set(-1);
     }
   };
 }

@@ -274,6 +274,7 @@ describe('worker metrics', () => {
     expect(seriesValue(samples, 'payorch_intents_finished_total', { ...payouts, status: 'SETTLED' })).toBe(1);
     expect(seriesValue(samples, 'payorch_intents_finished_total', { ...payouts, status: 'FAILED' })).toBe(1);
     expect(seriesValue(samples, 'payorch_psp_escalations_total')).toBe(1);
+    expect(seriesValue(samples, 'payorch_intents_manual_review')).toBe(1);
     expect(seriesValue(samples, 'payorch_psp_inquiries_total')).toBe(testPspSettings.inquiriesMax);
     expect(seriesValue(samples, 'payorch_psp_in_flight')).toBe(0);
     expect(seriesValue(samples, 'payorch_ledger_create_transfers_duration_seconds_count', { result: 'ok' })).toBe(2);
