@@ -5,9 +5,12 @@
 
 FROM node:20-slim AS build
 WORKDIR /app
+# The lockfile and the workspace's manifest first: the install layer is reused until they change.
 COPY package.json package-lock.json ./
+COPY packages/client/package.json ./packages/client/
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
+COPY packages/client ./packages/client
 COPY src ./src
 RUN npm run build
 
@@ -18,8 +21,11 @@ ENV NODE_ENV=production \
     DATA_DIR=/data
 WORKDIR /app
 COPY package.json package-lock.json ./
+COPY packages/client/package.json ./packages/client/
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
-# The files the npm package ships (package.json "files"), compiled JavaScript from the build stage.
+# The files the npm package ships (package.json "files"), compiled JavaScript from the build
+# stage, and the client package the server imports (a workspace, linked by npm ci).
+COPY --from=build /app/packages/client/dist ./packages/client/dist
 COPY --from=build /app/dist ./dist
 COPY bin ./bin
 COPY console ./console

@@ -25,12 +25,14 @@ let service: ServiceProcess | undefined;
 beforeAll(async () => {
   await buildIfStale();
   dir = await mkdtemp(join(tmpdir(), 'payorch-packed-'));
-  // dist/ is built: the prepack build is skipped, the tarball holds what `files` names.
-  await run(npm, ['pack', '--ignore-scripts', '--pack-destination', dir], { cwd: root });
-  const [tarball] = (await readdir(dir)).filter((name) => name.endsWith('.tgz'));
+  // dist/ is built: the prepack builds are skipped. payorch and the workspace package it depends
+  // on (@payorch/client) are packed and installed together, as they are published.
+  await run(npm, ['pack', '--ignore-scripts', '--workspaces', '--include-workspace-root', '--pack-destination', dir], { cwd: root });
+  const tarballs = (await readdir(dir)).filter((name) => name.endsWith('.tgz')).map((name) => join(dir, name));
+  expect(tarballs).toHaveLength(2);
   await writeFile(join(dir, 'package.json'), JSON.stringify({ name: 'packed-install-check', private: true }));
   // --prefer-offline: the packages are in npm's cache from this checkout's own install.
-  await run(npm, ['install', join(dir, tarball ?? ''), '--omit=dev', '--no-audit', '--no-fund', '--prefer-offline'], { cwd: dir });
+  await run(npm, ['install', ...tarballs, '--omit=dev', '--no-audit', '--no-fund', '--prefer-offline'], { cwd: dir });
 }, 300_000);
 
 afterAll(async () => {
