@@ -49,11 +49,15 @@ export async function startService(config: Config = loadConfig()): Promise<Runni
   };
   // Without PSPX_URL the simulator listens on loopback, so the real HTTP client is used either way.
   const pspxSimulator = config.pspxUrl === undefined ? await createSimulatorServer() : null;
-  const pspx = createPspxClient({ baseUrl: config.pspxUrl ?? pspxSimulator?.url ?? '' });
-
-  const fees = await createFeeEngine({ workers: config.feeWorkers });
   // One registry for the app and the workers of this process: /metrics shows both.
   const metrics = createMetrics({ sql: db });
+  const pspx = createPspxClient({
+    baseUrl: config.pspxUrl ?? pspxSimulator?.url ?? '',
+    observeAttempt: (operation, outcome, seconds) => metrics.observePspxAttempt(operation, outcome, seconds),
+  });
+  metrics.watchPspxBreaker(pspx.breaker);
+
+  const fees = await createFeeEngine({ workers: config.feeWorkers });
   const app = await buildApp({
     config,
     db,

@@ -1,8 +1,10 @@
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { asDatabaseError } from './database-error.js';
+import { trace } from '@opentelemetry/api';
 import type { DatabasePoolMode } from '../config.js';
 import { openLeaseSession } from './lease-session.js';
+import { inSpan } from './tracing.js';
 
 /** The result of one statement: the rows it returned and how many rows it touched. */
 export interface QueryResult<Row> {
@@ -33,7 +35,17 @@ export interface Database extends Sql {
   transaction<T>(work: (tx: Tx) => Promise<T>): Promise<T>;
   /** A session of its own for leader election (see LockSession; lease rows in `transaction` pool mode); the caller closes it. */
   openLockSession(): Promise<LockSession>;
+  /** The connection pool's counts on PostgreSQL; absent on PGlite, which has one connection. */
+  readonly poolStats?: () => PoolStats;
   close(): Promise<void>;
+}
+
+export interface PoolStats {
+  /** Connections open, in use or idle. */
+  readonly total: number;
+  readonly idle: number;
+  /** Queries and transactions waiting for a connection: the pool is too small, or the database too slow. */
+  readonly waiting: number;
 }
 
 /**
@@ -249,6 +261,7 @@ function openPostgres(connectionString: string, namedStatements: boolean): Datab
       }
     },
     openLockSession: () => openPostgresLockSession(connectionString),
+    poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     close: () => pool.end(),
   };
 }
@@ -258,7 +271,7 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
     ...(dataDir === undefined ? {} : { dataDir }),
     parsers: { [INT8_OID]: (value: string) => BigInt(value) },
   });
-  const run = async <Row>(client: Pick<PGlite, 'query'>, text: string, params?: readonly unknown[]) => {
+  const query = async <Row>(client: Pick<PGlite, 'query'>, text: string, params?: readonly unknown[]) => {
     try {
       const result = await client.query<Row>(text, params as unknown[] | undefined);
       // PGlite reports affectedRows only for writes; a SELECT counts its rows, as pg does.
@@ -267,6 +280,12 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
       throw asDatabaseError(error, text);
     }
   };
+  // pg's instrumentation traces PostgreSQL's statements; PGlite's are traced here, alike, and only
+  // inside a trace (a request or a worker step), as pg's is configured: no trace per poll.
+  const run = <Row>(client: Pick<PGlite, 'query'>, text: string, params?: readonly unknown[]) =>
+    trace.getActiveSpan() === undefined
+      ? query<Row>(client, text, params)
+      : inSpan(statementSpanName(text), { 'db.system.name': 'postgresql', 'db.query.text': text }, () => query<Row>(client, text, params));
   const exec = async (client: Pick<PGlite, 'exec'>, text: string) => {
     await client.exec(text).catch((error: unknown) => {
       throw asDatabaseError(error, text);
@@ -324,4 +343,9 @@ function openPgliteLockSession(holders: Map<string, object>, databaseClosed: () 
       for (const [name, holder] of holders) if (holder === session) holders.delete(name);
     },
   };
+}
+
+/** `SELECT`, `INSERT`…: the statement's first word, as pg's instrumentation names its spans. */
+function statementSpanName(text: string): string {
+  return /^\s*(\w+)/.exec(text)?.[1]?.toUpperCase() ?? 'SQL';
 }

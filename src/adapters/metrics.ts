@@ -1,6 +1,8 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { Sql } from './database.js';
+import type { PoolStats, Sql } from './database.js';
 import type { Ledger } from '../ledger/ledger.js';
+import type { AttemptOutcome, CircuitBreaker, PspxOperation } from './pspx/pspx-client.js';
+import { VERSION } from '../version.js';
 
 /**
  * Prometheus metrics of one app instance. Each instance owns its registry (tests build several apps
@@ -11,6 +13,10 @@ import type { Ledger } from '../ledger/ledger.js';
 
 /** Seconds; from 5 ms (a cached read) to 10 s (a request stuck behind a lock). */
 const HTTP_BUCKETS_S = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+/** A PSPX attempt: a healthy provider answers in tens of ms; the client gives up at 3 s by default. */
+const PSPX_BUCKETS_S = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+/** payorch_pspx_circuit_breaker_state's values: ordered, so `> 0` means "not sending freely". */
+const BREAKER_STATE_VALUES = { closed: 0, 'half-open': 1, open: 2 } as const;
 /** A ledger batch is one database round trip; finer at the low end than the HTTP buckets. */
 const LEDGER_BUCKETS_S = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
 
@@ -26,6 +32,12 @@ export interface WorkerMetrics {
   pspEscalation(): void;
   /** Invoices the expiry sweep moved to EXPIRED. */
   invoicesExpired(count: number): void;
+  /** One balance monitor check: `ok`/`drift` with the readings (satang), or `skipped` (no answer from PSPX). */
+  balanceChecked(
+    check:
+      | { readonly result: 'ok' | 'drift'; readonly partnerBalance: bigint; readonly difference: bigint }
+      | { readonly result: 'skipped' },
+  ): void;
 }
 
 export interface Metrics extends WorkerMetrics {
@@ -42,6 +54,10 @@ export interface Metrics extends WorkerMetrics {
   authFailure(reason: string): void;
   /** A request refused 429: over its service's rate, from a failing source, or past the stream cap. */
   rateLimited(reason: string): void;
+  /** One attempt sent to PSPX (the client's `observeAttempt`). */
+  observePspxAttempt(operation: PspxOperation, outcome: AttemptOutcome, seconds: number): void;
+  /** The breaker whose state the breaker gauge shows at each scrape. */
+  watchPspxBreaker(breaker: Pick<CircuitBreaker, 'state'>): void;
   /** Runs the scrape-time samplers (one SQL query for the outbox) and renders the text format. */
   render(): Promise<string>;
   readonly contentType: string;
@@ -54,8 +70,11 @@ export interface Metrics extends WorkerMetrics {
 export type LedgerBatchResult = 'ok' | 'rejected' | 'error';
 
 export interface MetricsOptions {
-  /** Where the outbox gauges are read at scrape time; without it they stay absent. */
-  readonly sql?: Sql;
+  /**
+   * Where the outbox gauges are read at scrape time; without it they stay absent. A database with
+   * a pool (PostgreSQL) also gets the pool gauges; PGlite, one connection, has none.
+   */
+  readonly sql?: Sql & { readonly poolStats?: () => PoolStats };
 }
 
 export function createMetrics(options: MetricsOptions = {}): Metrics {
@@ -127,6 +146,59 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     labelNames: ['reason'] as const,
     registers,
   });
+  new Gauge({
+    name: 'payorch_build_info',
+    help: 'Always 1; the labels name the running build, so a dashboard shows which version serves.',
+    labelNames: ['version', 'nodejs_version'] as const,
+    registers,
+  }).set({ version: VERSION, nodejs_version: process.versions.node }, 1);
+  const pspxDuration = new Histogram({
+    name: 'payorch_pspx_request_duration_seconds',
+    help: 'Latency of one attempt sent to PSPX, by operation and outcome (answer, timeout, network, http_5xx, bad_response).',
+    labelNames: ['operation', 'outcome'] as const,
+    buckets: PSPX_BUCKETS_S,
+    registers,
+  });
+  const poolStats = options.sql?.poolStats;
+  let pspxBreaker: Pick<CircuitBreaker, 'state'> | undefined;
+  new Gauge({
+    name: 'payorch_pspx_circuit_breaker_state',
+    help: 'The PSPX circuit breaker of this process: 0 closed, 1 half-open (one trial call), 2 open (nothing sent).',
+    registers,
+    collect() {
+      if (pspxBreaker !== undefined) this.set(BREAKER_STATE_VALUES[pspxBreaker.state]);
+    },
+  });
+  if (poolStats !== undefined) {
+    const poolGauge = (name: string, help: string, read: (stats: PoolStats) => number) =>
+      new Gauge({
+        name,
+        help,
+        registers,
+        collect() {
+          this.set(read(poolStats()));
+        },
+      });
+    poolGauge('payorch_db_pool_connections', 'PostgreSQL connections the pool holds open, in use or idle.', (stats) => stats.total);
+    poolGauge('payorch_db_pool_connections_idle', 'PostgreSQL connections of the pool not in use.', (stats) => stats.idle);
+    poolGauge('payorch_db_pool_waiting', 'Queries and transactions waiting for a pool connection.', (stats) => stats.waiting);
+  }
+  const balanceChecks = new Counter({
+    name: 'payorch_balance_checks_total',
+    help: 'Balance monitor checks of the PSPX partner balance against the ledger, by result (ok, drift, skipped).',
+    labelNames: ['result'] as const,
+    registers,
+  });
+  const partnerBalance = new Gauge({
+    name: 'payorch_pspx_partner_balance',
+    help: 'The PSPX partner balance at the last balance check, in satang.',
+    registers,
+  });
+  const balanceDifference = new Gauge({
+    name: 'payorch_pspx_balance_difference',
+    help: 'Partner balance minus what the ledger expects at the last balance check, in satang; 0 inside the expected range.',
+    registers,
+  });
   const samplers: Array<() => Promise<void>> = [];
   if (options.sql !== undefined) samplers.push(outboxSampler(options.sql, registers));
 
@@ -148,9 +220,19 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     invoicesExpired: (count) => {
       if (count > 0) expiries.inc(count);
     },
+    balanceChecked: (check) => {
+      balanceChecks.inc({ result: check.result });
+      if (check.result === 'skipped') return;
+      partnerBalance.set(Number(check.partnerBalance));
+      balanceDifference.set(Number(check.difference));
+    },
     liveStreams: { inc: () => streams.inc(), dec: () => streams.dec() },
     authFailure: (reason) => authFailures.inc({ reason }),
     rateLimited: (reason) => rateLimited.inc({ reason }),
+    observePspxAttempt: (operation, outcome, seconds) => pspxDuration.observe({ operation, outcome }, seconds),
+    watchPspxBreaker: (breaker) => {
+      pspxBreaker = breaker;
+    },
     async render() {
       await Promise.all(samplers.map((sample) => sample()));
       return registry.metrics();
@@ -159,7 +241,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
 }
 
 /**
- * Outbox depth and the age of its oldest open job, read with one query at scrape time: the table
+ * Outbox depth, the age of its oldest open job and the MANUAL_REVIEW queue, read with one query at scrape time: the table
  * is the truth across every instance, and the open-job index keeps the query cheap. A failed read
  * sets the depth to -1, so the scrape still answers and a dashboard tells "unknown" from "empty".
  */
@@ -174,16 +256,25 @@ function outboxSampler(sql: Sql, registers: Registry[]): () => Promise<void> {
     help: 'Age of the oldest open outbox job; 0 when the outbox is empty.',
     registers,
   });
+  const manualReview = new Gauge({
+    name: 'payorch_intents_manual_review',
+    help: 'Intents in MANUAL_REVIEW, waiting for an operator; -1 when the database could not be read.',
+    registers,
+  });
   return async () => {
     try {
-      const { rows } = await sql.query<{ depth: number; oldest_age_s: number }>(
-        `SELECT count(*)::int AS depth, COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 AS oldest_age_s
+      // The MANUAL_REVIEW count reads the partial index of in-flight intents, not the table.
+      const { rows } = await sql.query<{ depth: number; oldest_age_s: number; manual_review: number }>(
+        `SELECT count(*)::int AS depth, COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 AS oldest_age_s,
+                (SELECT count(*)::int FROM intents WHERE status = 'MANUAL_REVIEW') AS manual_review
            FROM outbox WHERE done_at IS NULL`,
       );
       depth.set(rows[0]?.depth ?? 0);
       oldestAge.set(Math.max(0, rows[0]?.oldest_age_s ?? 0));
+      manualReview.set(rows[0]?.manual_review ?? 0);
     } catch {
       depth.set(-1);
+      manualReview.set(-1);
     }
   };
 }

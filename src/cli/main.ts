@@ -2,6 +2,7 @@ import { openDatabase } from '../adapters/database.js';
 import { MigrationChangedError, type MigrationStatus, migrate, migrationStatus } from '../adapters/migrations.js';
 import { loadConfig } from '../config.js';
 import { startService } from '../main.js';
+import { flushTraces } from '../adapters/tracing.js';
 import { accountsCommand } from './account-commands.js';
 import { adminCommand } from './admin-commands.js';
 import { auditCommand } from './audit-command.js';
@@ -93,6 +94,7 @@ async function serve(): Promise<void> {
     stopping = true;
     service.app.log.info({ signal }, 'shutting down');
     await service.close();
+    await flushTraces().catch((error: unknown) => service.app.log.warn({ err: error }, 'buffered spans could not be exported'));
     process.exit(0);
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));

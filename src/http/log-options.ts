@@ -1,5 +1,6 @@
 import type { FastifyServerOptions } from 'fastify';
 import { asDatabaseError } from '../adapters/database-error.js';
+import { traceLogFields } from '../adapters/tracing.js';
 
 export interface LogSettings {
   readonly level: string;
@@ -39,5 +40,7 @@ export function loggerOptions(settings: LogSettings): LoggerOptions {
     ...(settings.stream === undefined ? {} : { stream: settings.stream }),
     redact: { paths: SECRET_HEADERS.map((name) => `req.headers["${name}"]`), censor: '[redacted]' },
     serializers: { err: (error) => serializeError(error) },
+    // trace_id/span_id of the active span, when tracing is on: a log line leads to its trace.
+    mixin: traceLogFields,
   };
 }

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import type { Sql } from '../adapters/database.js';
+import { inSpan, intentAttributes } from '../adapters/tracing.js';
 import {
   type Account,
   type AccountInput,
@@ -50,10 +51,15 @@ export class SqlLedger implements Ledger {
     assertBatchSize(transfers.length);
     if (transfers.length === 0) return [];
     const events = transfers.map(toTransferEvent);
-    const { rows } = await sql.query<{ results: unknown }>('SELECT ledger_create_transfers($1::jsonb) AS results', [
-      JSON.stringify(events),
-    ]);
-    return parseResults(rows[0]?.results, transfers.length, CreateTransferError);
+    const attributes = { ...intentAttributes(), 'payorch.ledger.transfers': transfers.length };
+    return inSpan('ledger create_transfers', attributes, async (span) => {
+      const { rows } = await sql.query<{ results: unknown }>('SELECT ledger_create_transfers($1::jsonb) AS results', [
+        JSON.stringify(events),
+      ]);
+      const results = parseResults(rows[0]?.results, transfers.length, CreateTransferError);
+      span.setAttribute('payorch.ledger.refused', results.filter((result) => result.result !== 'exists').length);
+      return results;
+    });
   }
 
   async lookupAccounts(sql: Sql, ids: readonly string[]): Promise<Account[]> {

@@ -6,7 +6,7 @@ import type { Config } from '../config.js';
 import { StatusPublisher } from '../domain/intents/store/status-publisher.js';
 import type { Logger } from '../adapters/logger.js';
 import type { Ledger } from '../ledger/ledger.js';
-import { BALANCE_MONITOR_DEFAULTS, createBalanceMonitor } from './balance-monitor.js';
+import { BALANCE_MONITOR_DEFAULTS, type BalanceReading, createBalanceMonitor } from './balance-monitor.js';
 import { startLoop } from './loop.js';
 import { createOutboxWorker, OUTBOX_DEFAULTS } from './outbox-worker.js';
 import { createPspWorker, type PspWorkerSettings } from './psp-worker.js';
@@ -76,10 +76,20 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
     log: log.child({ worker: 'balance-monitor' }),
     settings: { ...BALANCE_MONITOR_DEFAULTS, driftThreshold: config.balanceDriftThreshold, lowBalanceFloor: config.lowPartnerBalanceFloor },
   });
+  const countBalanceCheck = (reading: BalanceReading) =>
+    deps.metrics?.balanceChecked(
+      reading.event === 'balance_skipped'
+        ? { result: 'skipped' }
+        : {
+            result: reading.event === 'balance_drift' ? 'drift' : 'ok',
+            partnerBalance: reading.partnerBalance,
+            difference: reading.difference,
+          },
+    );
   const loops = [
     startLoop('psp-worker', config.pspWorkerIntervalMs, () => psp.runOnce(), log),
     startLoop('outbox-worker', config.outboxIntervalMs, () => outbox.runOnce(), log),
-    startLoop('balance-monitor', config.balanceMonitorIntervalMs, () => monitor.runOnce(), log),
+    startLoop('balance-monitor', config.balanceMonitorIntervalMs, () => monitor.runOnce().then(countBalanceCheck), log),
   ];
   if (await lacksAutovacuum(db, log)) {
     const maintenance = createTableMaintenance({ db, log: log.child({ worker: 'table-maintenance' }) });

@@ -14,6 +14,7 @@ import type { OutboxKind, OutboxPayload } from '../domain/intents/money/outbox-j
 import type { StatusPublisher } from '../domain/intents/store/status-publisher.js';
 import type { Logger } from '../adapters/logger.js';
 import type { Ledger } from '../ledger/ledger.js';
+import { INTENT_ID_ATTRIBUTE, inSpan, withIntentIds } from '../adapters/tracing.js';
 
 /**
  * The outbox worker carries out the money work that status changes queued: post_pending settles
@@ -164,7 +165,9 @@ async function runAsLeader(deps: OutboxWorkerDeps): Promise<OutboxRun> {
   // One job after the other: each is a short transaction, and one at a time keeps the ledger's
   // lock order trivial.
   for (const job of rows) {
-    const result = await runJob(deps, job.id, job.intent_id);
+    const result = await inSpan('outbox job', { [INTENT_ID_ATTRIBUTE]: job.intent_id, 'payorch.outbox.job_id': String(job.id) }, () =>
+      withIntentIds([job.intent_id], () => runJob(deps, job.id, job.intent_id)),
+    );
     if (result === 'done') jobsDone += 1;
     if (result === 'failed') jobsFailed += 1;
   }

@@ -8,6 +8,7 @@ import { claimPayouts, countInquiry as recordInquiry, moveIntent, releasePayout 
 import type { OutboxKind, OutboxPayload } from '../domain/intents/money/outbox-jobs.js';
 import type { PspSubState } from '../domain/intents/store/state-machine.js';
 import type { Logger } from '../adapters/logger.js';
+import { INTENT_ID_ATTRIBUTE, inSpan, withIntentIds } from '../adapters/tracing.js';
 
 /**
  * The PSP worker drives PSPX payouts through their sub-states (docs/rules.md, PSP sub-states):
@@ -123,7 +124,10 @@ async function runBatch(deps: PspWorkerDeps): Promise<number> {
   await Promise.all(
     claims.map((claim) => {
       deps.metrics?.pspInFlight.inc();
-      return drive(deps, claim).finally(() => deps.metrics?.pspInFlight.dec());
+      const driven = inSpan('psp drive', { [INTENT_ID_ATTRIBUTE]: claim.id, 'payorch.psp_state': claim.state }, () =>
+        withIntentIds([claim.id], () => drive(deps, claim)),
+      );
+      return driven.finally(() => deps.metrics?.pspInFlight.dec());
     }),
   );
   return claims.length;

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { createMemoryBroker } from '../../src/adapters/broker.js';
 import { createMetrics, timedLedger } from '../../src/adapters/metrics.js';
 import { createPspxClient } from '../../src/adapters/pspx/pspx-client.js';
+import { VERSION } from '../../src/version.js';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createFeeEngine, type FeeEngine } from '../../src/domain/fees/index.js';
@@ -158,6 +159,19 @@ describe('GET /metrics', () => {
     expect(seriesValue(await scrape(), 'payorch_outbox_depth')).toBe(0);
   });
 
+  it('names the running build, and shows the PostgreSQL pool (absent on PGlite, which has no pool)', async () => {
+    const samples = await scrape();
+    expect(seriesValue(samples, 'payorch_build_info', { version: VERSION, nodejs_version: process.versions.node })).toBe(1);
+    const connections = seriesValue(samples, 'payorch_db_pool_connections');
+    if (t.db.kind === 'postgres') {
+      expect(connections).toBeGreaterThanOrEqual(1);
+      expect(seriesValue(samples, 'payorch_db_pool_connections_idle')).toBeLessThanOrEqual(connections ?? 0);
+      expect(seriesValue(samples, 'payorch_db_pool_waiting')).toBe(0);
+    } else {
+      expect(connections).toBeUndefined();
+    }
+  });
+
   it('needs no signature when METRICS_TOKEN is unset', async () => {
     const res = await t.app.inject({ method: 'GET', url: '/metrics' });
     expect(res.statusCode).toBe(200);
@@ -214,7 +228,14 @@ describe('worker metrics', () => {
     const log = captureLogger();
     const publisher = new StatusPublisher(t.broker, log);
     // Short time-outs: the held confirm of a 9998 receiver becomes a client-side time-out quickly.
-    const client = createPspxClient({ baseUrl: t.pspxSimulator.url, timeoutMs: 200, backoffBaseMs: 1, backoffCapMs: 5 });
+    const client = createPspxClient({
+      baseUrl: t.pspxSimulator.url,
+      timeoutMs: 200,
+      backoffBaseMs: 1,
+      backoffCapMs: 5,
+      observeAttempt: metrics.observePspxAttempt,
+    });
+    metrics.watchPspxBreaker(client.breaker);
     const psp = createPspWorker({ db: t.db, pspx: client, log, settings: testPspSettings, metrics });
     const outbox = createOutboxWorker({
       db: t.db,
@@ -253,10 +274,39 @@ describe('worker metrics', () => {
     expect(seriesValue(samples, 'payorch_intents_finished_total', { ...payouts, status: 'SETTLED' })).toBe(1);
     expect(seriesValue(samples, 'payorch_intents_finished_total', { ...payouts, status: 'FAILED' })).toBe(1);
     expect(seriesValue(samples, 'payorch_psp_escalations_total')).toBe(1);
+    expect(seriesValue(samples, 'payorch_intents_manual_review')).toBe(1);
     expect(seriesValue(samples, 'payorch_psp_inquiries_total')).toBe(testPspSettings.inquiriesMax);
     expect(seriesValue(samples, 'payorch_psp_in_flight')).toBe(0);
     expect(seriesValue(samples, 'payorch_ledger_create_transfers_duration_seconds_count', { result: 'ok' })).toBe(2);
     expect(seriesValue(samples, 'payorch_invoice_expiries_total')).toBe(1);
+    // Three inquiries answered; the 9998 receiver's confirm is held past the client's time-out.
+    const attempts = (operation: string, outcome: string) =>
+      seriesValue(samples, 'payorch_pspx_request_duration_seconds_count', { operation, outcome });
+    expect(attempts('inquiry', 'answer')).toBe(3);
+    expect(attempts('confirm', 'timeout')).toBe(1);
+    expect(attempts('status', 'answer')).toBeGreaterThanOrEqual(testPspSettings.inquiriesMax);
+    expect(seriesValue(samples, 'payorch_pspx_circuit_breaker_state')).toBe(0);
     expect(seriesValue(samples, 'payorch_intents_finished_total', { operation_type: 'INVOICE_PAYMENT', status: 'EXPIRED' })).toBe(1);
+  });
+});
+
+describe('PSPX breaker metrics', () => {
+  it('shows the breaker open, and the attempts that opened it, when the provider cannot be reached', async () => {
+    const metrics = createMetrics();
+    // Nothing listens on port 1 of loopback: every attempt is refused at once.
+    const client = createPspxClient({
+      baseUrl: 'http://127.0.0.1:1',
+      attemptsMax: 1,
+      breakerFailuresMax: 2,
+      observeAttempt: metrics.observePspxAttempt,
+    });
+    metrics.watchPspxBreaker(client.breaker);
+    const breakerState = async () => seriesValue(parse(await metrics.render()), 'payorch_pspx_circuit_breaker_state');
+    expect(await breakerState()).toBe(0);
+    for (let call = 0; call < 3; call += 1) expect((await client.partnerBalance()).kind).toBe('unknown');
+    const samples = parse(await metrics.render());
+    expect(seriesValue(samples, 'payorch_pspx_circuit_breaker_state')).toBe(2);
+    // The third call was held back by the open breaker: never sent, so never timed.
+    expect(seriesValue(samples, 'payorch_pspx_request_duration_seconds_count', { operation: 'balance', outcome: 'network' })).toBe(2);
   });
 });

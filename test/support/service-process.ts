@@ -48,11 +48,16 @@ export async function buildIfStale(): Promise<void> {
 /**
  * Starts `payorch serve` on a free loopback port with `env` over the test's environment (no
  * CONFIG_FILE unless `env` names one: the demo config), and answers once it logs the address it listens on.
+ * `bin` is this checkout's command unless a test runs another copy (an installed package).
  */
-export async function spawnService(env: NodeJS.ProcessEnv, startupMsMax: number): Promise<ServiceProcess> {
+export async function spawnService(
+  env: NodeJS.ProcessEnv,
+  startupMsMax: number,
+  bin = join(root, 'bin/payorch.js'),
+): Promise<ServiceProcess> {
   const fullEnv: NodeJS.ProcessEnv = { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env };
   if (env.CONFIG_FILE === undefined) delete fullEnv.CONFIG_FILE;
-  const child = spawn(process.execPath, ['bin/payorch.js', 'serve'], { cwd: root, env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [bin, 'serve'], { cwd: root, env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: string[] = [];
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const url = await new Promise<string>((resolve, reject) => {

@@ -106,7 +106,14 @@ export interface PspxClientOptions {
   readonly breakerCooldownMs?: number;
   readonly now?: () => number;
   readonly random?: () => number;
+  /** Told of every attempt sent (not those the open breaker held back), for the latency metric. */
+  readonly observeAttempt?: (operation: PspxOperation, outcome: AttemptOutcome, seconds: number) => void;
 }
+
+/** The client's calls, as the metric labels name them. */
+export type PspxOperation = 'register_wallet' | 'inquiry' | 'confirm' | 'status' | 'balance';
+/** `answer`: the provider answered within the contract (any status below 500); otherwise why not. */
+export type AttemptOutcome = 'answer' | Exclude<UnknownCause, 'circuit_open'>;
 
 export const PSPX_DEFAULTS = {
   timeoutMs: 3000,
@@ -169,16 +176,20 @@ const unknown = (cause: UnknownCause, detail: string): Unknown => ({ kind: 'unkn
 export class HttpPspxClient implements PspxClient {
   readonly breaker: CircuitBreaker;
   private readonly baseUrl: string;
-  private readonly settings: Required<Omit<PspxClientOptions, 'baseUrl' | 'now'>>;
+  private readonly settings: Required<Omit<PspxClientOptions, 'baseUrl' | 'now' | 'observeAttempt'>>;
+  private readonly observeAttempt: NonNullable<PspxClientOptions['observeAttempt']>;
 
   constructor(options: PspxClientOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
     this.settings = { ...PSPX_DEFAULTS, random: Math.random, ...stripUndefined(options) };
     this.breaker = new CircuitBreaker(this.settings.breakerFailuresMax, this.settings.breakerCooldownMs, options.now ?? Date.now);
+    this.observeAttempt = options.observeAttempt ?? (() => {});
   }
 
   async registerWallet(idempotencyKey: string, customer: WalletCustomer): Promise<RegisterWalletResult> {
-    const answer = await this.call('POST', '/v1/wallets', customer, this.settings.attemptsMax, { 'idempotency-key': idempotencyKey });
+    const answer = await this.call('register_wallet', 'POST', '/v1/wallets', customer, this.settings.attemptsMax, {
+      'idempotency-key': idempotencyKey,
+    });
     if (answer.kind === 'unknown') return answer;
     if (answer.status === 200 && typeof answer.body.walletId === 'string') return { kind: 'registered', walletId: answer.body.walletId };
     if (answer.status === 422) return { kind: 'rejected', reason: reasonOf(answer.body) };
@@ -187,7 +198,13 @@ export class HttpPspxClient implements PspxClient {
 
   async inquiry(intentId: string, amount: bigint, receiver: Receiver): Promise<InquiryResult> {
     const body = { amount: amount.toString(), currency: 'THB', ...receiver };
-    const answer = await this.call('POST', `/v1/payouts/${encodeURIComponent(intentId)}/inquiry`, body, this.settings.attemptsMax);
+    const answer = await this.call(
+      'inquiry',
+      'POST',
+      `/v1/payouts/${encodeURIComponent(intentId)}/inquiry`,
+      body,
+      this.settings.attemptsMax,
+    );
     if (answer.kind === 'unknown') return answer;
     if (answer.status === 409) return { kind: 'rejected', reason: reasonOf(answer.body) };
     if (answer.status !== 200) return unexpected(answer);
@@ -199,7 +216,7 @@ export class HttpPspxClient implements PspxClient {
 
   async confirm(intentId: string, inquiryRef: string): Promise<ConfirmResult> {
     const path = `/v1/payouts/${encodeURIComponent(intentId)}/confirm`;
-    const answer = await this.call('POST', path, { inquiryRef }, this.settings.confirmAttemptsMax);
+    const answer = await this.call('confirm', 'POST', path, { inquiryRef }, this.settings.confirmAttemptsMax);
     if (answer.kind === 'unknown') return answer;
     if (answer.status !== 200) return unexpected(answer);
     const { result, settlementDate } = answer.body;
@@ -210,7 +227,7 @@ export class HttpPspxClient implements PspxClient {
   }
 
   async statusInquiry(intentId: string): Promise<StatusResult> {
-    const answer = await this.call('GET', `/v1/payouts/${encodeURIComponent(intentId)}`, undefined, this.settings.attemptsMax);
+    const answer = await this.call('status', 'GET', `/v1/payouts/${encodeURIComponent(intentId)}`, undefined, this.settings.attemptsMax);
     if (answer.kind === 'unknown') return answer;
     if (answer.status === 404) return { kind: 'not_found' };
     if (answer.status !== 200) return unexpected(answer);
@@ -222,7 +239,7 @@ export class HttpPspxClient implements PspxClient {
   }
 
   async partnerBalance(): Promise<BalanceResult> {
-    const answer = await this.call('GET', '/v1/partner/balance', undefined, this.settings.attemptsMax);
+    const answer = await this.call('balance', 'GET', '/v1/partner/balance', undefined, this.settings.attemptsMax);
     if (answer.kind === 'unknown') return answer;
     const { balance } = answer.body;
     if (answer.status === 200 && typeof balance === 'string' && /^-?[0-9]{1,30}$/.test(balance))
@@ -232,6 +249,7 @@ export class HttpPspxClient implements PspxClient {
 
   /** Retries only `unknown` attempts (never an answer), with full-jitter exponential backoff. */
   private async call(
+    operation: PspxOperation,
     method: 'GET' | 'POST',
     path: string,
     body: unknown,
@@ -242,7 +260,13 @@ export class HttpPspxClient implements PspxClient {
     for (let attempt = 0; attempt < attemptsMax; attempt += 1) {
       if (attempt > 0) await sleep(this.backoffMs(attempt));
       if (!this.breaker.tryAcquire()) return unknown('circuit_open', `PSPX circuit open; ${path} not sent`);
+      const startedAt = performance.now();
       last = await this.attempt(method, path, body, headers);
+      this.observeAttempt(
+        operation,
+        last.kind === 'answer' ? 'answer' : (last.cause as AttemptOutcome),
+        (performance.now() - startedAt) / 1000,
+      );
       if (last.kind === 'answer') {
         this.breaker.onSuccess();
         return last;

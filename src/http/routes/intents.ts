@@ -1,4 +1,5 @@
 import type { App } from '../typed-app.js';
+import { tagIntent } from '../../adapters/tracing.js';
 import Type from 'typebox';
 import { CHANNEL_BEHAVIOUR } from '../../domain/channels.js';
 import { type IntentDeps, createIntent } from '../../domain/intents/create/create-intent.js';
@@ -113,6 +114,7 @@ export function intentRoutes(app: App, deps: IntentDeps) {
       });
       // From here on the request's own log lines (the response line too) carry the intent id.
       request.log = request.log.child({ traceId: answer.intent.id });
+      tagIntent(answer.intent.id);
       reply.log = request.log;
       reply.status(answer.replayed ? 200 : 201);
       return createdView(answer.intent, answer.replayed);

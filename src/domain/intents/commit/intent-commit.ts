@@ -1,4 +1,5 @@
 import type { Database, Sql, Tx } from '../../../adapters/database.js';
+import { withIntentIds } from '../../../adapters/tracing.js';
 import type { CreateTransferError, CreateTransferResult, Ledger, TransferInput } from '../../../ledger/ledger.js';
 import { type ApiError, apiError, assertNever } from '../../errors.js';
 import { moneyOutcomeOf } from '../money/apply-transfers.js';
@@ -76,7 +77,11 @@ export class IntentCommitter {
     // PostgreSQL pipelines statements, so the ledger call can leave with intent_open_batch; PGlite
     // runs one statement at a time in this process, where there is no round trip to save.
     const ledgerCall: LedgerCall = db.kind === 'postgres' ? 'with-open' : 'after-open';
-    const commitAs = (batch: readonly IntentCommit[], call: LedgerCall) => db.transaction((tx) => commitBatch(tx, ledger, batch, call));
+    const commitAs = (batch: readonly IntentCommit[], call: LedgerCall) =>
+      withIntentIds(
+        batch.map((item) => item.intent.id),
+        () => db.transaction((tx) => commitBatch(tx, ledger, batch, call)),
+      );
     const flush = async (batch: readonly IntentCommit[]) => {
       const outcomes = await commitAs(batch, ledgerCall).catch((error: unknown) => {
         if (error instanceof NotEveryIntentOpened) return commitAs(batch, 'after-open');
