@@ -36,11 +36,13 @@ function commonErrors(route: Route): RouteError[] {
   const { schema, config } = route;
   const signed = (config?.auth ?? 'service') !== 'none';
   const validated = schema?.body !== undefined || schema?.params !== undefined || schema?.querystring !== undefined;
+  // Fastify parses a body on every method but GET and HEAD, whether or not the route expects one.
+  const parsesBody = [route.method].flat().some((method) => method !== 'GET' && method !== 'HEAD');
   const signedErrors: ErrorCode[] = ['BAD_REQUEST', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMITED', 'SERVICE_UNAVAILABLE'];
   const bodyErrors: ErrorCode[] = ['PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE'];
   return [
     ...(signed ? signedErrors : []),
-    ...(schema?.body !== undefined ? bodyErrors : []),
+    ...(parsesBody ? bodyErrors : []),
     ...(validated ? [[config?.validationStatus ?? ERROR_STATUS.VALIDATION_ERROR, 'VALIDATION_ERROR'] as const] : []),
     'INTERNAL_ERROR',
   ];

@@ -41,10 +41,13 @@ export const IntentView = Type.Object({
   updatedAt: Timestamp,
 });
 
+/** The trail records the PSP worker's steps too, so an event's status is an intent status or a PSP sub-state. */
+const EventStatus = Type.String({ description: 'an intent status, or a PSP sub-state (QUERY_PENDING, CONFIRM_PENDING…)' });
+
 export const IntentEventView = Type.Object({
   id: Type.Integer(),
-  statusFrom: Type.Union([IntentStatusSchema, Type.Null()]),
-  statusTo: IntentStatusSchema,
+  statusFrom: Type.Union([EventStatus, Type.Null()]),
+  statusTo: EventStatus,
   reason: Type.Union([Type.String(), Type.Null()]),
   payload: Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.Null()]),
   createdAt: Timestamp,

@@ -102,6 +102,7 @@ export function invoiceRoutes(app: App, deps: IntentDeps) {
           'EXPIRED',
           'VERSION_MISMATCH',
           'TRANSACTION_IN_PROGRESS',
+          'EVAL_ERROR',
           'LEDGER_TRANSFER_ERROR',
         ]),
       },

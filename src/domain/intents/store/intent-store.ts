@@ -168,9 +168,8 @@ export interface Transition {
 
 export interface IntentEvent {
   readonly id: number;
-  /** Only the state machine writes events, so both are statuses of the catalogue. */
-  readonly statusFrom: IntentStatus | null;
-  readonly statusTo: IntentStatus;
+  readonly statusFrom: string | null;
+  readonly statusTo: string;
   readonly reason: string | null;
   readonly payload: Record<string, unknown> | null;
   readonly createdAt: string;
@@ -179,8 +178,8 @@ export interface IntentEvent {
 export async function listEvents(sql: Sql, intentId: string): Promise<IntentEvent[]> {
   const { rows } = await sql.query<{
     id: bigint;
-    status_from: IntentStatus | null;
-    status_to: IntentStatus;
+    status_from: string | null;
+    status_to: string;
     reason: string | null;
     payload: Record<string, unknown> | null;
     created_at: Date;
