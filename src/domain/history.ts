@@ -1,9 +1,11 @@
 import type { Sql } from '../adapters/database.js';
+import type { OperationType } from './model.js';
 
 export interface HistoryEntry {
   readonly id: number;
   readonly intentId: string;
-  readonly operationType: string;
+  /** A transaction row is written with its intent, whose type is one of the catalogue's. */
+  readonly operationType: OperationType;
   readonly direction: 'DEBIT' | 'CREDIT';
   readonly amount: string;
   readonly feeAmount: string;
@@ -15,7 +17,7 @@ export async function listTransactions(sql: Sql, accountName: string, limit: num
   const { rows } = await sql.query<{
     id: bigint;
     intent_id: string;
-    operation_type: string;
+    operation_type: OperationType;
     direction: 'DEBIT' | 'CREDIT';
     amount: bigint;
     fee_amount: bigint;

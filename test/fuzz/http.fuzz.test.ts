@@ -170,7 +170,24 @@ interface Route {
   readonly isPublic: boolean;
 }
 
-function routesOf(document: { paths?: Record<string, Record<string, Operation>> }): Route[] {
+interface OpenApiDocument {
+  readonly paths?: Record<string, Record<string, Operation>>;
+  readonly components?: { readonly schemas?: Readonly<Record<string, unknown>> };
+}
+
+const COMPONENT_REF = /^#\/components\/schemas\/(.+)$/;
+
+/** The schema with every `$ref` to a component replaced by the component itself (none refers to itself). */
+function inlined(node: unknown, document: OpenApiDocument): unknown {
+  if (Array.isArray(node)) return node.map((item) => inlined(item, document));
+  if (typeof node !== 'object' || node === null) return node;
+  const ref = (node as { $ref?: unknown }).$ref;
+  const name = typeof ref === 'string' ? COMPONENT_REF.exec(ref)?.[1] : undefined;
+  if (name !== undefined) return inlined(document.components?.schemas?.[name], document);
+  return Object.fromEntries(Object.entries(node).map(([key, value]) => [key, inlined(value, document)]));
+}
+
+function routesOf(document: OpenApiDocument): Route[] {
   const routes: Route[] = [];
   for (const [pattern, operations] of Object.entries(document.paths ?? {})) {
     for (const [method, operation] of Object.entries(operations)) {
@@ -185,8 +202,10 @@ function routesOf(document: { paths?: Record<string, Record<string, Operation>> 
         pattern,
         key,
         pathParams: [...pattern.matchAll(/\{([^}]+)\}/g)].map((m) => m[1] ?? ''),
-        query: (operation.parameters ?? []).filter((p) => p.in === 'query').map((p) => ({ name: p.name, schema: p.schema ?? {} })),
-        body: operation.requestBody?.content?.['application/json']?.schema ?? null,
+        query: (operation.parameters ?? [])
+          .filter((p) => p.in === 'query')
+          .map((p) => ({ name: p.name, schema: inlined(p.schema ?? {}, document) as JsonSchema })),
+        body: (inlined(operation.requestBody?.content?.['application/json']?.schema, document) as JsonSchema | undefined) ?? null,
         allowed: allowedFor(key, declared, isPublic),
       });
     }
@@ -968,7 +987,7 @@ async function setUpFixtures(): Promise<Fixtures> {
 beforeAll(async () => {
   t = await startTestApp();
   fixtures = await setUpFixtures();
-  routes = routesOf(t.app.swagger() as unknown as { paths?: Record<string, Record<string, Operation>> });
+  routes = routesOf(t.app.swagger() as unknown as OpenApiDocument);
   anyRouteAllows = new Set(routes.flatMap((route) => [...route.allowed]));
 }, 120_000);
 afterAll(async () => t?.close());

@@ -1,9 +1,12 @@
 import { readFileSync } from 'node:fs';
+import openapiTS, { astToString, COMMENT_HEADER, type OpenAPI3 } from 'openapi-typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../support/app.js';
 
 const COMMITTED = new URL('../../docs/openapi.json', import.meta.url);
+const COMMITTED_TYPES = new URL('../types/openapi.ts', import.meta.url);
 const OUT_OF_DATE = 'docs/openapi.json differs from the app: run `npm run openapi` and commit the result';
+const TYPES_OUT_OF_DATE = 'test/types/openapi.ts is not what openapi-typescript makes of docs/openapi.json: run `npm run openapi`';
 
 interface OpenApiDocument {
   paths: Record<string, Record<string, unknown>>;
@@ -59,5 +62,13 @@ describe('committed OpenAPI document', () => {
     expect(registered.has('GET /intents/{id}/stream')).toBe(true);
     expect(registered.has('POST /intents')).toBe(true);
     expect([...registered].sort()).toEqual([...documented].sort());
+  });
+
+  // test/types/openapi-agreement.ts compiles these against the SDK's types (npm run typecheck);
+  // the same options as the `openapi` script's openapi-typescript command.
+  it('comes with the client types openapi-typescript generates from it', async () => {
+    const document = JSON.parse(readFileSync(COMMITTED, 'utf8')) as OpenAPI3;
+    const generated = `${COMMENT_HEADER}${astToString(await openapiTS(document, { immutable: true, silent: true }))}`;
+    expect(generated === readFileSync(COMMITTED_TYPES, 'utf8'), TYPES_OUT_OF_DATE).toBe(true);
   });
 });

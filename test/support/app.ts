@@ -15,6 +15,7 @@ import type { Ledger } from '../../src/ledger/ledger.js';
 import { SqlLedger } from '../../src/ledger/sql-ledger.js';
 import { createFeeEngine } from '../../src/domain/fees/index.js';
 import { openTestDatabase } from './database.js';
+import { recordErrorAnswers } from './error-contract.js';
 
 export const demoConfigFile = (): ConfigFile => readConfigFile(DEMO_CONFIG_FILE);
 
@@ -95,6 +96,7 @@ export async function startTestApp(
     ...(options.logStream === undefined ? {} : { logger: { level: 'info', stream: options.logStream } }),
     ...(options.reloadSecrets === undefined ? {} : { reloadSecrets: options.reloadSecrets }),
   });
+  const errorAnswers = recordErrorAnswers(app);
   await app.ready();
   const testApp: TestApp = {
     app,
@@ -126,12 +128,17 @@ export async function startTestApp(
       return app.inject({ method: method as HTTPMethods, url: path, headers, ...(raw === '' ? {} : { payload: raw }) });
     },
     async close() {
+      // Read before closing: each error this file's tests met must be listed in the document.
+      const undocumented = errorAnswers.undocumented();
       await app.close();
       await fees.dispose();
       await pspxSimulator.close();
       await broker.close();
       if (options.shared === undefined) await shared.close();
       await db.close();
+      if (undocumented.length > 0) {
+        throw new Error(`errors answered but not listed in the OpenAPI document (method route status code):\n${undocumented.join('\n')}`);
+      }
     },
   };
   return testApp;

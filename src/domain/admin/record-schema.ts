@@ -15,7 +15,7 @@ const PRIORITY_ABS_MAX = 1_000_000;
 export const priorityField = (description: string) => Type.Integer({ minimum: -PRIORITY_ABS_MAX, maximum: PRIORITY_ABS_MAX, description });
 
 export const ActiveField = Type.Boolean({ description: 'default true; inactive records are ignored' });
-export const Timestamp = Type.String({ description: 'ISO 8601 UTC' });
+export { Timestamp } from '../wire-types.js';
 export const RecordId = Type.Integer();
 /**
  * The operation type of a stored record: new records name a known type, but the column has no

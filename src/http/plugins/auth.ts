@@ -29,6 +29,8 @@ export interface Caller {
 declare module 'fastify' {
   interface FastifyContextConfig {
     auth?: AuthMode;
+    /** The handler reads X-User-Id with requireUserId: the OpenAPI document lists the header as required. */
+    userIdHeader?: 'required';
   }
   interface FastifyRequest {
     caller: Caller;

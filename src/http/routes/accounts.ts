@@ -9,9 +9,15 @@ import type { Ledger } from '../../ledger/ledger.js';
 import { callerKey, requireUserId } from '../plugins/auth.js';
 import { HistoryEntry, Money, responses, Uuid } from '../schemas.js';
 
-const CreatedAccount = Type.Object({ accountName: Type.String(), ledgerAccountId: Uuid, created: Type.Boolean() });
+/** An account as the service names it: its name and its ledger id. */
+export const Account = Type.Object({ accountName: Type.String(), ledgerAccountId: Uuid });
+export const EntityAccount = Type.Object({ ...Account.properties, created: Type.Boolean() });
+export const EntityAccounts = Type.Object({ primary: EntityAccount, settlement: EntityAccount });
+const AccountCreated = Type.Union([Account, EntityAccounts]);
+export const Balance = Type.Object({ accountName: Type.String(), balance: Money, currency: Type.String() });
+export const Transactions = Type.Object({ transactions: Type.Array(HistoryEntry) });
 
-const CreateAccountBody = Type.Object(
+export const CreateAccountBody = Type.Object(
   {
     userId: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }),
     currency: Type.Literal('THB'),
@@ -28,23 +34,13 @@ export function accountRoutes(app: App, deps: { db: Database; ledger: Ledger }) 
   app.post(
     '/accounts',
     {
+      config: { userIdHeader: 'required' },
       schema: {
         tags: ['accounts'],
+        operationId: 'createAccount',
         summary: 'Create the ledger accounts of a user, merchant or agent (idempotent)',
         body: CreateAccountBody,
-        response: responses(
-          {
-            200: Type.Union([
-              Type.Object({ accountName: Type.String(), ledgerAccountId: Uuid }),
-              Type.Object({ primary: CreatedAccount, settlement: CreatedAccount }),
-            ]),
-            201: Type.Union([
-              Type.Object({ accountName: Type.String(), ledgerAccountId: Uuid }),
-              Type.Object({ primary: CreatedAccount, settlement: CreatedAccount }),
-            ]),
-          },
-          [401, 403, 422],
-        ),
+        response: responses({ 200: AccountCreated, 201: AccountCreated }, ['FORBIDDEN', 'VALIDATION_ERROR']),
       },
     },
     async (request, reply) => {
@@ -69,9 +65,10 @@ export function accountRoutes(app: App, deps: { db: Database; ledger: Ledger }) 
     {
       schema: {
         tags: ['accounts'],
+        operationId: 'getAccountBalance',
         summary: 'Live balance: credits posted minus debits posted',
         params: AccountName,
-        response: responses({ 200: Type.Object({ accountName: Type.String(), balance: Money, currency: Type.String() }) }, [401, 404]),
+        response: responses({ 200: Balance }, ['NOT_FOUND']),
       },
     },
     async (request) => {
@@ -88,6 +85,7 @@ export function accountRoutes(app: App, deps: { db: Database; ledger: Ledger }) 
     {
       schema: {
         tags: ['accounts'],
+        operationId: 'listAccountTransactions',
         summary: 'Transaction history of an account, newest first',
         params: AccountName,
         querystring: Type.Object(
@@ -97,14 +95,7 @@ export function accountRoutes(app: App, deps: { db: Database; ledger: Ledger }) 
           },
           { additionalProperties: false },
         ),
-        response: responses(
-          {
-            200: Type.Object({
-              transactions: Type.Array(HistoryEntry),
-            }),
-          },
-          [401, 422],
-        ),
+        response: responses({ 200: Transactions }, []),
       },
     },
     async (request) => {

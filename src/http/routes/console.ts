@@ -12,7 +12,7 @@ import type { Ledger } from '../../ledger/ledger.js';
 import { apiError } from '../../domain/errors.js';
 import { ALLOWED_TRANSITIONS, PSP_SUB_STATES } from '../../domain/intents/store/state-machine.js';
 import { CHANNELS, FINAL_STATUSES, INTENT_STATUSES, OPERATION_TYPES } from '../../domain/model.js';
-import { ErrorResponse } from '../schemas.js';
+import { responses } from '../schemas.js';
 import { adminAccountRoutes } from './admin/accounts.js';
 
 /** console/ at the package root: three levels up from both src/http/routes and dist/http/routes. */
@@ -157,7 +157,13 @@ export async function consoleRoutes(app: App, deps: { readonly db: Database; rea
     '/console',
     {
       config: { auth: 'none' },
-      schema: { tags: ['console'], summary: 'The operator console (HTML; no signature)', security: [], response: { 200: html } },
+      schema: {
+        tags: ['console'],
+        operationId: 'getConsole',
+        summary: 'The operator console (HTML; no signature)',
+        security: [],
+        response: { 200: html },
+      },
     },
     async (_request, reply) => send(reply, index),
   );
@@ -167,10 +173,11 @@ export async function consoleRoutes(app: App, deps: { readonly db: Database; rea
       config: { auth: 'none' },
       schema: {
         tags: ['console'],
+        operationId: 'getConsoleFile',
         summary: 'A script, style sheet or icon of the operator console (no signature)',
         security: [],
         params: FileParams,
-        response: { 200: asset, 404: ErrorResponse },
+        response: responses({ 200: asset }, ['NOT_FOUND']),
       },
     },
     async (request, reply) => {

@@ -1,5 +1,6 @@
 import type { App } from '../typed-app.js';
 import Type from 'typebox';
+import { Timestamp } from '../../domain/wire-types.js';
 import type { Sql } from '../../adapters/database.js';
 import type { Ledger } from '../../ledger/ledger.js';
 import { MigrationChangedError, migrationStatus } from '../../adapters/migrations.js';
@@ -36,14 +37,23 @@ export function startEventLoopMonitor(): { delayMs: () => number; restart: () =>
   };
 }
 
-const HealthOk = Type.Object({ status: Type.Literal('ok'), version: Type.String(), timestamp: Type.String() });
+export const HealthOk = Type.Object({ status: Type.Literal('ok'), version: Type.String(), timestamp: Timestamp });
 const Alive = Type.Object({ status: Type.Literal('ok') });
-const HealthKo = Type.Object({ status: Type.Literal('ko'), message: Type.String() });
+export const HealthKo = Type.Object({ status: Type.Literal('ko'), message: Type.String() });
 
 export function healthRoutes(app: App, deps: { sql: Sql; ledger: Ledger; version: string; eventLoopDelayMs: () => number }) {
   app.get(
     '/health',
-    { config: { auth: 'none' }, schema: { tags: ['health'], security: [], response: { 200: HealthOk, 503: HealthKo } } },
+    {
+      config: { auth: 'none' },
+      schema: {
+        tags: ['health'],
+        operationId: 'getHealth',
+        summary: 'Liveness and readiness: the ledger answers and the event loop keeps up (no signature)',
+        security: [],
+        response: { 200: HealthOk, 503: HealthKo },
+      },
+    },
     async (request, reply) => {
       // The ledger first: when it is down, that is the cause worth reporting.
       try {

@@ -9,7 +9,7 @@ import { findOwnIntent, type Intent } from '../../domain/intents/store/intent-st
 import { intentChannel } from '../../domain/intents/store/status-publisher.js';
 import { FINAL_STATUSES, type IntentStatus } from '../../domain/model.js';
 import { isIntentStatus } from '../../domain/intents/store/state-machine.js';
-import { ErrorResponse, Uuid } from '../schemas.js';
+import { responses, Uuid } from '../schemas.js';
 import { refuseRateLimited } from '../plugins/throttle.js';
 
 /** A comment line this often keeps proxies and load balancers from closing an idle stream. */
@@ -117,16 +117,15 @@ export function intentStreamRoutes(app: App, deps: IntentStreamDeps): void {
     {
       schema: {
         tags: ['intents'],
+        operationId: 'streamIntentStatus',
         summary: 'Live status of an intent of the calling service (Server-Sent Events)',
         description: STREAM_DESCRIPTION,
         params: IdParams,
-        response: {
-          200: { description: 'text/event-stream', content: { 'text/event-stream': { schema: Type.String() } } },
-          401: ErrorResponse,
-          404: ErrorResponse,
-          429: ErrorResponse,
-          503: ErrorResponse,
-        },
+        response: responses({ 200: { description: 'text/event-stream', content: { 'text/event-stream': { schema: Type.String() } } } }, [
+          'NOT_FOUND',
+          'RATE_LIMITED',
+          'SERVICE_UNAVAILABLE',
+        ]),
       },
     },
     async (request, reply) => {

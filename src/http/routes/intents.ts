@@ -7,30 +7,29 @@ import { IntentBody, intentRequest, QuoteBody, withBodyDefaults } from '../../do
 import { findOwnIntent, type Intent, listEvents } from '../../domain/intents/store/intent-store.js';
 import { calculateFees } from '../../domain/intents/create/fee-calculation.js';
 import { callerKey, requireUserId } from '../plugins/auth.js';
-import { Money, responses, Uuid } from '../schemas.js';
+import { ChannelSchema, IntentStatusSchema, OperationTypeSchema } from '../../domain/wire-types.js';
+import { Money, type RouteError, responses, Timestamp, Uuid } from '../schemas.js';
 
-const Status = Type.String({ description: 'one of the 9 intent statuses' });
-
-const IntentCreated = Type.Object({
+export const IntentCreated = Type.Object({
   intentId: Uuid,
-  status: Status,
-  channel: Type.String(),
+  status: IntentStatusSchema,
+  channel: ChannelSchema,
   amount: Type.Optional(Money),
   currency: Type.Optional(Type.String()),
   preFeeAmount: Money,
   postFeeAmount: Money,
   requiresMonitoring: Type.Boolean(),
-  createdAt: Type.String(),
-  expiresAt: Type.Optional(Type.String()),
+  createdAt: Timestamp,
+  expiresAt: Type.Optional(Timestamp),
   qrSignature: Type.Optional(Type.String()),
   version: Type.Integer(),
 });
 
-const IntentView = Type.Object({
+export const IntentView = Type.Object({
   intentId: Uuid,
-  status: Status,
-  operationType: Type.String(),
-  channel: Type.String(),
+  status: IntentStatusSchema,
+  operationType: OperationTypeSchema,
+  channel: ChannelSchema,
   amount: Money,
   currency: Type.String(),
   preFeeAmount: Money,
@@ -39,18 +38,26 @@ const IntentView = Type.Object({
   toAccount: Type.String(),
   failureReason: Type.Union([Type.String(), Type.Null()]),
   version: Type.Integer(),
-  createdAt: Type.String(),
-  updatedAt: Type.String(),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
 });
 
-const IntentEventView = Type.Object({
+/** The trail records the PSP worker's steps too, so an event's status is an intent status or a PSP sub-state. */
+const EventStatus = Type.String({ description: 'an intent status, or a PSP sub-state (QUERY_PENDING, CONFIRM_PENDING…)' });
+
+export const IntentEventView = Type.Object({
   id: Type.Integer(),
-  statusFrom: Type.Union([Type.String(), Type.Null()]),
-  statusTo: Type.String(),
+  statusFrom: Type.Union([EventStatus, Type.Null()]),
+  statusTo: EventStatus,
   reason: Type.Union([Type.String(), Type.Null()]),
   payload: Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.Null()]),
-  createdAt: Type.String(),
+  createdAt: Timestamp,
 });
+
+export const IntentEvents = Type.Object({ events: Type.Array(IntentEventView) });
+
+export const FeeSplit = Type.Object({ account: Type.String(), amount: Money });
+export const Quote = Type.Object({ fee: Money, totalCharge: Money, breakdown: Type.Array(FeeSplit) });
 
 const IdParams = Type.Object({ id: Uuid });
 
@@ -90,15 +97,34 @@ export function intentView(intent: Intent) {
   };
 }
 
+/** What creating an intent can answer beyond authentication and validation (docs/rules.md, Error codes). */
+const CREATE_INTENT_ERRORS: readonly RouteError[] = [
+  'BAD_REQUEST',
+  'NO_ROUTE',
+  'FORBIDDEN',
+  'CONFLICT',
+  'TRANSACTION_IN_PROGRESS',
+  'ACCOUNT_NOT_FOUND',
+  'INSUFFICIENT_FUNDS',
+  'LIMIT_EXCEEDED',
+  'PSPX_NOT_REGISTERED',
+  'PSPX_METADATA_INVALID',
+  'EVAL_ERROR',
+  'LEDGER_TRANSFER_ERROR',
+  'SERVICE_UNAVAILABLE',
+];
+
 export function intentRoutes(app: App, deps: IntentDeps) {
   app.post(
     '/intents',
     {
+      config: { userIdHeader: 'required' },
       schema: {
         tags: ['intents'],
+        operationId: 'createIntent',
         summary: 'Create a payment intent (201), or replay one by its idempotency key (200)',
         body: IntentBody,
-        response: responses({ 200: IntentCreated, 201: IntentCreated }, [400, 401, 403, 409, 422, 500]),
+        response: responses({ 200: IntentCreated, 201: IntentCreated }, CREATE_INTENT_ERRORS),
       },
     },
     async (request, reply) => {
@@ -127,18 +153,10 @@ export function intentRoutes(app: App, deps: IntentDeps) {
       config: { validationDetails: true },
       schema: {
         tags: ['intents'],
+        operationId: 'quoteIntent',
         summary: 'Fee preview: no write',
         body: QuoteBody,
-        response: responses(
-          {
-            200: Type.Object({
-              fee: Money,
-              totalCharge: Money,
-              breakdown: Type.Array(Type.Object({ account: Type.String(), amount: Money })),
-            }),
-          },
-          [401, 422],
-        ),
+        response: responses({ 200: Quote }, ['ACCOUNT_NOT_FOUND', 'EVAL_ERROR', 'SERVICE_UNAVAILABLE']),
       },
     },
     async (request) => {
@@ -158,9 +176,10 @@ export function intentRoutes(app: App, deps: IntentDeps) {
     {
       schema: {
         tags: ['intents'],
+        operationId: 'getIntent',
         summary: 'Read an intent of the calling service',
         params: IdParams,
-        response: responses({ 200: IntentView }, [401, 404]),
+        response: responses({ 200: IntentView }, ['NOT_FOUND']),
       },
     },
     async (request) => intentView(await findOwnIntent(deps.db, request.caller.serviceId, request.params.id)),
@@ -171,9 +190,10 @@ export function intentRoutes(app: App, deps: IntentDeps) {
     {
       schema: {
         tags: ['intents'],
+        operationId: 'listIntentEvents',
         summary: 'Audit trail of an intent, oldest first',
         params: IdParams,
-        response: responses({ 200: Type.Object({ events: Type.Array(IntentEventView) }) }, [401, 404]),
+        response: responses({ 200: IntentEvents }, ['NOT_FOUND']),
       },
     },
     async (request) => {

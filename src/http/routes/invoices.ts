@@ -6,7 +6,9 @@ import { cancelInvoice, DEFAULT_CANCEL_REASON } from '../../domain/intents/invoi
 import { confirmInvoice } from '../../domain/intents/invoices/confirm-invoice.js';
 import type { IntentDeps } from '../../domain/intents/create/create-intent.js';
 import { requireUserId } from '../plugins/auth.js';
-import { Money, responses, Uuid } from '../schemas.js';
+import { INTENT_STATUSES } from '../../domain/model.js';
+import { ChannelSchema } from '../../domain/wire-types.js';
+import { Money, type RouteError, responses, Timestamp, Uuid } from '../schemas.js';
 
 /**
  * On confirm and cancel (docs/rules.md R29) a missing or malformed X-User-Id is 400 VALIDATION_ERROR, while the
@@ -39,7 +41,10 @@ function expectedVersionOf(request: FastifyRequest): number | null {
 
 const IdParams = Type.Object({ id: Uuid });
 
-const ConfirmBody = Type.Object(
+/** The 400 a missing or malformed X-User-Id or If-Match gets here. */
+const HEADER_VALIDATION_ERROR: RouteError = [400, 'VALIDATION_ERROR'];
+
+export const ConfirmBody = Type.Object(
   {
     payerLedgerAccountId: Uuid,
     payerUserId: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }),
@@ -48,27 +53,30 @@ const ConfirmBody = Type.Object(
   { additionalProperties: false },
 );
 
-const ConfirmResult = Type.Object({
+export const ConfirmResult = Type.Object({
   intentId: Uuid,
-  status: Type.String({
+  status: Type.Enum(INTENT_STATUSES, {
     description: 'SETTLED, or FAILED when the payer lacks funds, a limit blocks or the ledger refuses the settlement',
   }),
-  channel: Type.String(),
-  createdAt: Type.String(),
+  channel: ChannelSchema,
+  createdAt: Timestamp,
   version: Type.Integer(),
   replayed: Type.Boolean(),
 });
 
-const CancelBody = Type.Object({ reason: Type.Optional(Type.String({ minLength: 1, maxLength: 50 })) }, { additionalProperties: false });
+export const CancelBody = Type.Object(
+  { reason: Type.Optional(Type.String({ minLength: 1, maxLength: 50 })) },
+  { additionalProperties: false },
+);
 
-const CancelResult = Type.Object({
+export const CancelResult = Type.Object({
   intentId: Uuid,
   status: Type.Literal('CANCELED'),
-  channel: Type.String(),
+  channel: ChannelSchema,
   preFeeAmount: Money,
   postFeeAmount: Money,
   requiresMonitoring: Type.Boolean(),
-  createdAt: Type.String(),
+  createdAt: Timestamp,
 });
 
 /** Two-phase merchant invoices: the payer's confirm and the issuer's cancel. */
@@ -76,13 +84,27 @@ export function invoiceRoutes(app: App, deps: IntentDeps) {
   app.post(
     '/intents/:id/confirm',
     {
-      config: { validationStatus: 400 },
+      config: { validationStatus: 400, userIdHeader: 'required' },
       schema: {
         tags: ['invoices'],
+        operationId: 'confirmInvoice',
         summary: 'Pay a merchant invoice: SETTLED, or FAILED (200) when the payer lacks funds or a limit blocks',
         params: IdParams,
         body: ConfirmBody,
-        response: responses({ 200: ConfirmResult }, [400, 401, 404, 409, 500]),
+        response: responses({ 200: ConfirmResult }, [
+          HEADER_VALIDATION_ERROR,
+          'BAD_REQUEST',
+          'CANCEL_NOT_SUPPORTED',
+          'PAYER_ACCOUNT_USER_MISMATCH',
+          'INTENT_NOT_FOUND',
+          'PAYER_ACCOUNT_NOT_FOUND',
+          'ALREADY_PROCESSED',
+          'EXPIRED',
+          'VERSION_MISMATCH',
+          'TRANSACTION_IN_PROGRESS',
+          'EVAL_ERROR',
+          'LEDGER_TRANSFER_ERROR',
+        ]),
       },
     },
     async (request) => {
@@ -119,12 +141,21 @@ export function invoiceRoutes(app: App, deps: IntentDeps) {
       preValidation: async (request) => {
         request.body ??= {};
       },
+      config: { userIdHeader: 'required' },
       schema: {
         tags: ['invoices'],
+        operationId: 'cancelInvoice',
         summary: 'Cancel an unconfirmed merchant invoice (the issuer, or X-User-Id 0)',
         params: IdParams,
         body: CancelBody,
-        response: responses({ 200: CancelResult }, [400, 401, 403, 404, 409, 422]),
+        response: responses({ 200: CancelResult }, [
+          HEADER_VALIDATION_ERROR,
+          'BAD_REQUEST',
+          'CANCEL_NOT_SUPPORTED',
+          'UNAUTHORIZED_ACTOR',
+          'INTENT_NOT_FOUND',
+          'CANNOT_CANCEL',
+        ]),
       },
     },
     async (request) => {

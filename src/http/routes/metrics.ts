@@ -5,7 +5,7 @@ import type { Metrics } from '../../adapters/metrics.js';
 import { apiError } from '../../domain/errors.js';
 import { FINAL_STATUSES, type IntentStatus, OPERATION_TYPES } from '../../domain/model.js';
 import { bearerMatches } from '../plugins/auth.js';
-import { ErrorResponse } from '../schemas.js';
+import { responses } from '../schemas.js';
 
 export interface MetricsRouteDeps {
   readonly metrics: Metrics;
@@ -39,13 +39,14 @@ export function metricsRoutes(app: App, deps: MetricsRouteDeps): void {
       config: { auth: 'none' },
       schema: {
         tags: ['health'],
+        operationId: 'getMetrics',
         summary: 'Prometheus metrics (text format 0.0.4)',
         description: 'No signature. When METRICS_TOKEN is configured: `Authorization: Bearer <METRICS_TOKEN>`, 401 otherwise.',
         security: [],
-        response: {
-          200: { description: 'Prometheus text exposition format', content: { 'text/plain': { schema: Type.String() } } },
-          401: ErrorResponse,
-        },
+        response: responses(
+          { 200: { description: 'Prometheus text exposition format', content: { 'text/plain': { schema: Type.String() } } } },
+          ['UNAUTHORIZED'],
+        ),
       },
     },
     async (request, reply) => {

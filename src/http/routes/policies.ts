@@ -12,7 +12,7 @@ export const EVALUATE_AMOUNT_DIGITS_MAX = 19;
 
 const Label = Type.String({ minLength: 1, maxLength: 50 });
 
-const EvaluateBody = Type.Object(
+export const EvaluateBody = Type.Object(
   {
     userId: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }),
     merchantId: Type.Optional(Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })),
@@ -25,7 +25,7 @@ const EvaluateBody = Type.Object(
   { additionalProperties: false },
 );
 
-const EvaluateResponse = Type.Object({
+export const EvaluateResponse = Type.Object({
   required: Type.Enum(STEP_UP_LEVELS),
   reasonCode: Type.String(),
   policyId: Type.Integer({ description: '0 when no policy matched' }),
@@ -40,9 +40,10 @@ export function policyRoutes(app: App, deps: { db: Database }): void {
     {
       schema: {
         tags: ['policies'],
+        operationId: 'evaluatePolicy',
         summary: 'Step-up decision for a payment: the first active policy (by priority) whose condition matches',
         body: EvaluateBody,
-        response: responses({ 200: EvaluateResponse }, [401, 403, 422]),
+        response: responses({ 200: EvaluateResponse }, []),
       },
     },
     async (request) => {

@@ -9,17 +9,25 @@ import { responses } from '../schemas.js';
 
 const PSPX_OPERATION_TYPES: readonly string[] = ['PSPX_WITHDRAWAL', 'THAI_QR_PAY'];
 
-const Registration = Type.Object({ walletId: Type.String(), alreadyRegistered: Type.Boolean() });
+export const Registration = Type.Object({ walletId: Type.String(), alreadyRegistered: Type.Boolean() });
 
 export function pspxWalletRoutes(app: App, deps: { db: Database; pspx: PspxClient }) {
   app.post(
     '/accounts/register-ipps',
     {
+      config: { userIdHeader: 'required' },
       schema: {
         tags: ['accounts'],
+        operationId: 'registerIppsWallet',
         summary: 'Register the user wallet with PSPX (idempotent: 201 first, then 200 without a provider call)',
         body: WalletCustomer,
-        response: responses({ 200: Registration, 201: Registration }, [400, 401, 403, 404, 422, 503]),
+        response: responses({ 200: Registration, 201: Registration }, [
+          'BAD_REQUEST',
+          'FORBIDDEN',
+          'NOT_FOUND',
+          'VALIDATION_ERROR',
+          'PSPX_UNAVAILABLE',
+        ]),
       },
     },
     async (request, reply) => {

@@ -6,7 +6,7 @@ import { apiError } from '../../../domain/errors.js';
 import { listTransactions } from '../../../domain/history.js';
 import type { Ledger } from '../../../ledger/ledger.js';
 import { HistoryEntry, Money, responses, Uuid } from '../../schemas.js';
-import { ADMIN_SECURITY } from './crud.js';
+import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';
 
 /** The history a look-up shows at once; older rows are paged with offset. */
 const HISTORY_LIMIT_DEFAULT = 20;
@@ -20,7 +20,7 @@ const AccountQuery = Type.Object(
   { additionalProperties: false },
 );
 
-const AdminAccount = Type.Object({
+export const AdminAccount = Type.Object({
   accountName: Type.String(),
   ledgerAccountId: Uuid,
   accountType: Type.String(),
@@ -43,10 +43,11 @@ export function adminAccountRoutes(app: App, deps: { readonly db: Database; read
       schema: {
         tags: ['admin'],
         security: ADMIN_SECURITY,
+        operationId: 'getAdminAccount',
         summary: 'Read any account: balance (credits posted minus debits posted) and history, newest first',
         params: Type.Object({ name: Type.String({ minLength: 1, maxLength: 100, description: 'account name or ledger account id' }) }),
         querystring: AccountQuery,
-        response: responses({ 200: AdminAccount }, [401, 403, 404, 422]),
+        response: responses({ 200: AdminAccount }, ['NOT_FOUND']),
       },
     },
     async (request) => {

@@ -12,11 +12,12 @@ import {
   type WriteOptions,
 } from '../../../domain/admin/admin-entity.js';
 import { apiError } from '../../../domain/errors.js';
-import { responses } from '../../schemas.js';
+import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';
+import { type RouteError, responses } from '../../schemas.js';
 import { ListQuery } from './schemas.js';
 
-/** Both ways in (docs/rules.md R11), for the OpenAPI document. */
-export const ADMIN_SECURITY = [{ messageSignature: [] }, { signature: [] }, { adminToken: [] }];
+/** A write's own refusals: a duplicate key, a field the schema cannot check (a regular expression, a fee expression). */
+const RECORD_WRITE_ERRORS: readonly RouteError[] = ['CONFLICT', 'VALIDATION_ERROR', 'EVAL_ERROR'];
 const ADMIN_ROUTE = { config: { auth: 'admin' as const } };
 const TAGS = ['admin'];
 
@@ -33,8 +34,10 @@ export interface CrudSpec<Rec> {
   readonly path: string;
   /** e.g. 'fee rule', for summaries and messages. */
   readonly noun: string;
-  /** The list's property, named as the CONFIG_FILE section: 'feeRules'. */
+  /** The list's property, named as the CONFIG_FILE section: 'feeRules'; also names the operations (listFeeRules). */
   readonly listKey: string;
+  /** The record in PascalCase, for the operation ids: 'FeeRule' gives createFeeRule, getFeeRule… */
+  readonly operationNoun: string;
   readonly entity: AdminEntity<Rec>;
   readonly record: TSchema;
   readonly bodies: { readonly create: TSchema; readonly patch: TSchema };
@@ -80,9 +83,10 @@ function createRoute<Rec>(app: App, db: Database, spec: CrudSpec<Rec>): void {
       schema: {
         tags: TAGS,
         security: ADMIN_SECURITY,
+        operationId: `create${spec.operationNoun}`,
         summary: `Create a ${spec.noun}`,
         body: spec.bodies.create,
-        response: responses({ 201: spec.record }, [401, 403, 409, 422]),
+        response: responses({ 201: spec.record }, RECORD_WRITE_ERRORS),
       },
     },
     async (request, reply) => {
@@ -102,9 +106,10 @@ function listRoute<Rec>(app: App, db: Database, spec: CrudSpec<Rec>): void {
       schema: {
         tags: TAGS,
         security: ADMIN_SECURITY,
+        operationId: `list${spec.listKey[0]?.toUpperCase()}${spec.listKey.slice(1)}`,
         summary: `List ${spec.noun}s`,
         querystring: ListQuery,
-        response: responses({ 200: Type.Object({ [spec.listKey]: Type.Array(spec.record) }) }, [401, 403, 422]),
+        response: responses({ 200: Type.Object({ [spec.listKey]: Type.Array(spec.record) }) }, []),
       },
     },
     async (request) => {
@@ -123,9 +128,10 @@ function readRoute<Rec>(app: App, db: Database, spec: CrudSpec<Rec>): void {
       schema: {
         tags: TAGS,
         security: ADMIN_SECURITY,
+        operationId: `get${spec.operationNoun}`,
         summary: `Read a ${spec.noun}`,
         params: spec.params,
-        response: responses({ 200: spec.record }, [401, 403, 404, 422]),
+        response: responses({ 200: spec.record }, ['NOT_FOUND']),
       },
     },
     async (request) => {
@@ -145,10 +151,11 @@ function changeRoute<Rec>(app: App, db: Database, spec: CrudSpec<Rec>): void {
       schema: {
         tags: TAGS,
         security: ADMIN_SECURITY,
+        operationId: `update${spec.operationNoun}`,
         summary: `Change fields of a ${spec.noun} (absent fields keep their value)`,
         params: spec.params,
         body: spec.bodies.patch,
-        response: responses({ 200: spec.record }, [401, 403, 404, 422]),
+        response: responses({ 200: spec.record }, ['NOT_FOUND', ...RECORD_WRITE_ERRORS]),
       },
     },
     async (request) => {
@@ -170,9 +177,10 @@ function deactivateRoute<Rec>(app: App, db: Database, spec: CrudSpec<Rec>): void
       schema: {
         tags: TAGS,
         security: ADMIN_SECURITY,
+        operationId: `deactivate${spec.operationNoun}`,
         summary: `Deactivate a ${spec.noun} (active = false; the record is kept)`,
         params: spec.params,
-        response: responses({ 200: spec.record }, [401, 403, 404, 422]),
+        response: responses({ 200: spec.record }, ['NOT_FOUND']),
       },
     },
     async (request) => {

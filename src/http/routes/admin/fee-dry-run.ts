@@ -3,6 +3,8 @@ import Type from 'typebox';
 import { apiError } from '../../../domain/errors.js';
 import { type FeeEngine, FeeEvaluationError } from '../../../domain/fees/index.js';
 import { Money, responses } from '../../schemas.js';
+import { FeeSplit } from '../intents.js';
+import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';
 
 export function feeDryRunRoutes(app: App, deps: { fees: FeeEngine }) {
   app.post(
@@ -11,6 +13,8 @@ export function feeDryRunRoutes(app: App, deps: { fees: FeeEngine }) {
       config: { auth: 'admin' },
       schema: {
         tags: ['admin'],
+        security: ADMIN_SECURITY,
+        operationId: 'dryRunFeeExpression',
         summary: 'Evaluate a fee expression against a context, without storing anything',
         body: Type.Object(
           {
@@ -27,10 +31,7 @@ export function feeDryRunRoutes(app: App, deps: { fees: FeeEngine }) {
           },
           { additionalProperties: false },
         ),
-        response: responses(
-          { 200: Type.Object({ splits: Type.Array(Type.Object({ account: Type.String(), amount: Money })), totalFee: Money }) },
-          [401, 403, 422],
-        ),
+        response: responses({ 200: Type.Object({ splits: Type.Array(FeeSplit), totalFee: Money }) }, ['EVAL_ERROR']),
       },
     },
     async (request) => {

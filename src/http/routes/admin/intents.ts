@@ -11,13 +11,13 @@ import {
 } from '../../../domain/intents/store/intent-listing.js';
 import { findIntent, type Intent, listEvents } from '../../../domain/intents/store/intent-store.js';
 import { CHANNELS, INTENT_STATUSES, OPERATION_TYPES } from '../../../domain/model.js';
-import { Money, responses, Uuid } from '../../schemas.js';
-import { intentView } from '../intents.js';
-import { ADMIN_SECURITY } from './crud.js';
+import { ChannelSchema, IntentStatusSchema, OperationTypeSchema } from '../../../domain/wire-types.js';
+import { Money, responses, Timestamp, Uuid } from '../../schemas.js';
+import { IntentEventView, intentView } from '../intents.js';
+import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';
 
 const config = { auth: 'admin' as const };
 const tags = ['admin'];
-const Timestamp = Type.String({ format: 'date-time' });
 const NullableString = Type.Union([Type.String(), Type.Null()]);
 const NullableTimestamp = Type.Union([Timestamp, Type.Null()]);
 
@@ -36,14 +36,14 @@ const ListQuery = Type.Object(
 );
 
 /** Everything an operator needs to find and judge an intent; secrets of the invoice (qrSignature) stay out. */
-const AdminIntent = Type.Object({
+export const AdminIntent = Type.Object({
   intentId: Uuid,
   serviceId: Type.String(),
   idempotencyKey: Uuid,
   userId: Type.Integer(),
-  operationType: Type.String(),
-  channel: Type.String(),
-  status: Type.String(),
+  operationType: OperationTypeSchema,
+  channel: ChannelSchema,
+  status: IntentStatusSchema,
   pspState: NullableString,
   amount: Money,
   currency: Type.String(),
@@ -62,16 +62,9 @@ const AdminIntent = Type.Object({
   updatedAt: Timestamp,
 });
 
-const AdminIntentEvent = Type.Object({
-  id: Type.Integer(),
-  statusFrom: NullableString,
-  statusTo: Type.String(),
-  reason: NullableString,
-  payload: Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.Null()]),
-  createdAt: Timestamp,
-});
+export const AdminIntentPage = Type.Object({ intents: Type.Array(AdminIntent), nextCursor: NullableString });
 
-const AdminIntentWithEvents = Type.Object({ ...AdminIntent.properties, events: Type.Array(AdminIntentEvent) });
+export const AdminIntentWithEvents = Type.Object({ ...AdminIntent.properties, events: Type.Array(IntentEventView) });
 
 const iso = (date: Date | null) => (date === null ? null : date.toISOString());
 
@@ -122,9 +115,10 @@ export function adminIntentRoutes(app: App, deps: { readonly db: Database }): vo
       schema: {
         tags,
         security: ADMIN_SECURITY,
+        operationId: 'listAdminIntents',
         summary: 'List intents of every service, newest first, with filters and cursor paging',
         querystring: ListQuery,
-        response: responses({ 200: Type.Object({ intents: Type.Array(AdminIntent), nextCursor: NullableString }) }, [401, 403, 422]),
+        response: responses({ 200: AdminIntentPage }, ['VALIDATION_ERROR']),
       },
     },
     async (request) => {
@@ -143,9 +137,10 @@ export function adminIntentRoutes(app: App, deps: { readonly db: Database }): vo
       schema: {
         tags,
         security: ADMIN_SECURITY,
+        operationId: 'getAdminIntent',
         summary: 'Read any intent with its audit trail',
         params: Type.Object({ id: Uuid }),
-        response: responses({ 200: AdminIntentWithEvents }, [401, 403, 404]),
+        response: responses({ 200: AdminIntentWithEvents }, ['NOT_FOUND']),
       },
     },
     async (request) => {

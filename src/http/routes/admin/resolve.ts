@@ -4,9 +4,9 @@ import { INTENT_STATUSES } from '../../../domain/model.js';
 import { RESOLUTIONS, type ResolveDeps, resolveIntent } from '../../../domain/intents/money/resolve-intent.js';
 import { OUTBOX_KINDS } from '../../../domain/intents/money/outbox-jobs.js';
 import { responses, Uuid } from '../../schemas.js';
-import { ADMIN_SECURITY } from './crud.js';
+import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';
 
-const ResolveBody = Type.Object(
+export const ResolveBody = Type.Object(
   {
     resolution: Type.Enum(RESOLUTIONS),
     /** With FAILED: the intent's failureReason; with CONFIRMED: recorded in the audit row. */
@@ -15,7 +15,7 @@ const ResolveBody = Type.Object(
   { additionalProperties: false },
 );
 
-const ResolveResponse = Type.Object({
+export const ResolveResponse = Type.Object({
   intentId: Uuid,
   previousStatus: Type.Enum(INTENT_STATUSES),
   status: Type.Enum(INTENT_STATUSES, {
@@ -39,11 +39,12 @@ export function adminResolveRoutes(app: App, deps: ResolveDeps): void {
       schema: {
         tags: ['admin'],
         security: ADMIN_SECURITY,
+        operationId: 'resolveIntent',
         summary:
           'Resolve an intent in MANUAL_REVIEW: CONFIRMED queues its settlement, FAILED fails it and queues the release of its reservation',
         params: Type.Object({ id: Uuid }),
         body: ResolveBody,
-        response: responses({ 200: ResolveResponse }, [401, 403, 404, 409, 422]),
+        response: responses({ 200: ResolveResponse }, ['NOT_FOUND', 'CONFLICT', 'WRONG_STATUS']),
       },
     },
     async (request) => {

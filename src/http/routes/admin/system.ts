@@ -3,7 +3,7 @@ import type { Database } from '../../../adapters/database.js';
 import { recordChange } from '../../../domain/admin/change-log.js';
 import { apiError } from '../../../domain/errors.js';
 import { responses } from '../../schemas.js';
-import { ADMIN_SECURITY } from './crud.js';
+import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';
 import { LogLevelBody, LogLevelResponse, ReloadResponse } from './schemas.js';
 
 /** Re-reads CONFIG_FILE's secrets into memory; returns the number of services with a secret. Throws when the file is unusable. */
@@ -35,8 +35,9 @@ function reloadRoute(app: App, deps: AdminSystemDeps): void {
       schema: {
         tags,
         security: ADMIN_SECURITY,
+        operationId: 'reloadConfig',
         summary: 'Re-read the service secrets from CONFIG_FILE (as SIGHUP does): rotation without a restart',
-        response: responses({ 200: ReloadResponse }, [401, 403, 500, 503]),
+        response: responses({ 200: ReloadResponse }, ['INTERNAL_ERROR', 'SERVICE_UNAVAILABLE']),
       },
     },
     async (request) => {
@@ -75,8 +76,9 @@ function logLevelRoutes(app: App, db: Database): void {
       schema: {
         tags,
         security: ADMIN_SECURITY,
+        operationId: 'getLogLevel',
         summary: 'The current log level',
-        response: responses({ 200: LogLevelResponse }, [401, 403]),
+        response: responses({ 200: LogLevelResponse }, []),
       },
     },
     async () => ({ level: currentLevel(app) }),
@@ -89,9 +91,10 @@ function logLevelRoutes(app: App, db: Database): void {
       schema: {
         tags,
         security: ADMIN_SECURITY,
+        operationId: 'setLogLevel',
         summary: 'Switch the log level of the running process (not kept across a restart: LOG_LEVEL is)',
         body: LogLevelBody,
-        response: responses({ 200: LogLevelResponse }, [401, 403, 422]),
+        response: responses({ 200: LogLevelResponse }, []),
       },
     },
     async (request) => {
