@@ -7,7 +7,8 @@ import { createSharedState } from './adapters/shared-state.js';
 import { type Database, openDatabase } from './adapters/database.js';
 import { assertMigrated, migrate } from './adapters/migrations.js';
 import { createPspxClient } from './adapters/pspx/pspx-client.js';
-import { createSimulatorServer } from './adapters/pspx/pspx-simulator.js';
+import { createSimulatorServer, type SimulatorServer } from './adapters/pspx/pspx-simulator.js';
+import { simulatorRailsFeed } from './adapters/pspx/simulator-rails.js';
 import { buildApp } from './app.js';
 import { type Config, loadConfig, readConfigFile, secretsOf } from './config.js';
 import { applyConfig } from './domain/bootstrap.js';
@@ -15,6 +16,7 @@ import { SqlLedger } from './ledger/sql-ledger.js';
 import { createMetrics, type Metrics, timedLedger } from './adapters/metrics.js';
 import { createFeeEngine } from './domain/fees/index.js';
 import { startWorkers } from './workers/index.js';
+import { BALANCE_MONITOR_DEFAULTS } from './workers/balance-monitor.js';
 import { StatusPublisher } from './domain/intents/store/status-publisher.js';
 import { startExpirySweep } from './workers/expiry-sweep.js';
 import { refuseUnsafeProductionSettings } from './production-checks.js';
@@ -48,7 +50,7 @@ export async function startService(config: Config = loadConfig()): Promise<Runni
     return secrets.size;
   };
   // Without PSPX_URL the simulator listens on loopback, so the real HTTP client is used either way.
-  const pspxSimulator = config.pspxUrl === undefined ? await createSimulatorServer() : null;
+  const pspxSimulator = config.pspxUrl === undefined ? await startDemoSimulator(db) : null;
   // One registry for the app and the workers of this process: /metrics shows both.
   const metrics = createMetrics({ sql: db });
   const pspx = createPspxClient({
@@ -124,4 +126,19 @@ async function startBackgroundWork(
       await expirySweep.stop();
     },
   };
+}
+
+/**
+ * The built-in provider, with its balance fed the top-ups and withdrawals it would see on real
+ * rails (simulator-rails.ts), so the balance monitor of a demo reports balance_ok.
+ */
+async function startDemoSimulator(db: Database): Promise<SimulatorServer> {
+  const since = new Date();
+  // Each process starts a fresh simulator at its initial balance: a baseline captured against an
+  // earlier one does not hold for it, so the monitor captures a new one.
+  await db.query('DELETE FROM balance_baselines WHERE provider = $1', [BALANCE_MONITOR_DEFAULTS.provider]);
+  let bookRails: (() => Promise<void>) | undefined;
+  const server = await createSimulatorServer({ beforeBalance: async () => bookRails?.() });
+  bookRails = simulatorRailsFeed(db, server.simulator, BALANCE_MONITOR_DEFAULTS.nostroAccount, since);
+  return server;
 }

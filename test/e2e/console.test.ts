@@ -172,6 +172,28 @@ describe('operator console in Chromium', () => {
     }
   });
 
+  it('on a server started without ADMIN_TOKEN, the sign-in form says so and how to set it', async () => {
+    // A second server, started as `npm start` alone starts one: no ADMIN_TOKEN.
+    const tokenless = await startTestApp({ env: { ADMIN_TOKEN: '' } });
+    const page = await browser.newPage();
+    page.setDefaultTimeout(UI_TIMEOUT_MS);
+    try {
+      await tokenless.app.listen({ port: 0, host: '127.0.0.1' });
+      await page.goto(`http://127.0.0.1:${(tokenless.app.server.address() as AddressInfo).port}/console`);
+      await page.getByLabel('Admin token').fill('any-token-at-all');
+      await page.getByRole('button', { name: 'Open console' }).click();
+      const alert = page.getByRole('alert');
+      await alert.waitFor();
+      expect(await alert.textContent()).toMatch(
+        /^UNAUTHORIZED: this server has no ADMIN_TOKEN: restart it with ADMIN_TOKEN set .*ADMIN_TOKEN=<token> npm start/,
+      );
+      expect(await page.evaluate("sessionStorage.getItem('payorch.adminToken')")).toBeNull();
+    } finally {
+      await page.close();
+      await tokenless.close();
+    }
+  });
+
   it('a wrong token is refused on the sign-in form and nothing is kept', async () => {
     const page = await browser.newPage();
     page.setDefaultTimeout(UI_TIMEOUT_MS);

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ALLOWED_TRANSITIONS } from '../../src/domain/intents/store/state-machine.js';
 import { CHANNELS, FINAL_STATUSES, INTENT_STATUSES, OPERATION_TYPES } from '../../src/domain/model.js';
+import { NO_ADMIN_TOKEN_MESSAGE } from '../../src/http/plugins/auth.js';
 import { importMapHash } from '../../src/http/routes/console.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { createUser, topUp } from '../support/payments.js';
@@ -109,10 +110,7 @@ describe('GET /admin/accounts/{name} (the console account look-up)', () => {
     const tokenless = await startTestApp({ env: { ADMIN_TOKEN: '' } });
     try {
       const res = await tokenless.app.inject({ method: 'GET', url: '/admin/accounts/user.801.THB', headers: ADMIN });
-      expect([res.statusCode, res.json()]).toEqual([
-        401,
-        { error: 'UNAUTHORIZED', message: 'this server has no ADMIN_TOKEN: set ADMIN_TOKEN to sign in with a bearer token' },
-      ]);
+      expect([res.statusCode, res.json()]).toEqual([401, { error: 'UNAUTHORIZED', message: NO_ADMIN_TOKEN_MESSAGE }]);
     } finally {
       await tokenless.close();
     }

@@ -25,9 +25,11 @@ export interface EventStreamParser {
  * with ':' is a comment; a line without a colon is a field with an empty value; one space after
  * the colon is dropped; `data` lines join with '\n'; an `id` holding NUL and a `retry` that is
  * not all digits are ignored; a block without `data` dispatches nothing; an unterminated block
- * at the end is dropped. The leading BOM is the TextDecoder's to strip (it does by default).
+ * at the end is dropped. One byte-order mark at the very start is skipped (a TextDecoder drops
+ * it already; text decoded otherwise may still hold it); one anywhere else spoils its line.
  */
 export function createEventStreamParser(): EventStreamParser {
+  let started = false;
   let pending = '';
   let skipLineFeed = false;
   let data = '';
@@ -70,8 +72,9 @@ export function createEventStreamParser(): EventStreamParser {
       const dispatched: ServerSentEvent[] = [];
       // An empty chunk must not reset skipLineFeed: the LF of a split CRLF may still come.
       if (text === '') return dispatched;
-      let start = 0;
-      if (skipLineFeed && text.startsWith('\n')) start = 1;
+      let start = started || !text.startsWith('\uFEFF') ? 0 : 1;
+      started = true;
+      if (skipLineFeed && text[start] === '\n') start++;
       skipLineFeed = false;
       for (let at = start; at < text.length; at++) {
         const char = text[at];

@@ -47,6 +47,11 @@ export interface SimulatorOptions {
   /** How long a "timing out" confirm is held before the provider answers PENDING. */
   readonly confirmHoldMs?: number;
   readonly random?: () => number;
+  /**
+   * Runs before each partner-balance answer, so that money the provider moved by other rails
+   * (bookRailsMovement) is in the balance it reports. Failing, the answer is 503.
+   */
+  readonly beforeBalance?: () => Promise<void>;
 }
 
 export interface SimulatorStats {
@@ -69,6 +74,7 @@ export class PspxSimulator {
   private balanceSatang: bigint;
   private readonly payouts = new Map<string, Payout>();
   private readonly wallets = new Map<string, string>();
+  private readonly railsMovements = new Set<string>();
   private readonly counters = {
     requests: 0,
     inquiries: 0,
@@ -207,6 +213,17 @@ export class PspxSimulator {
     }
   }
 
+  /**
+   * Money that entered or left the partner account by rails other than this API: a customer's
+   * QR top-up paid in (positive), a withdrawal paid out to the customer's bank (negative). Each
+   * reference counts once, however often it is booked.
+   */
+  bookRailsMovement(reference: string, partnerDeltaSatang: bigint): void {
+    if (this.railsMovements.has(reference)) return;
+    this.railsMovements.add(reference);
+    this.balanceSatang += partnerDeltaSatang;
+  }
+
   partnerBalance(): Answer {
     return { status: 200, body: { balance: this.balanceSatang.toString() } };
   }
@@ -278,7 +295,7 @@ export async function createSimulatorServer(
 ): Promise<SimulatorServer> {
   const simulator = new PspxSimulator(options);
   const closing = new AbortController();
-  const app = buildSimulatorApp(simulator, closing.signal);
+  const app = buildSimulatorApp(simulator, closing.signal, options.beforeBalance);
   if (options.adminRoutes === true) simulatorAdminRoutes(app, simulator);
   const url = await app.listen({ port: options.port ?? 0, host: options.host ?? '127.0.0.1' });
   return {
@@ -295,7 +312,7 @@ export async function createSimulatorServer(
 const body = (value: unknown): Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value) ? Object.fromEntries(Object.entries(value)) : {};
 
-function buildSimulatorApp(simulator: PspxSimulator, closing: AbortSignal): FastifyInstance {
+function buildSimulatorApp(simulator: PspxSimulator, closing: AbortSignal, beforeBalance?: () => Promise<void>): FastifyInstance {
   const app = Fastify({ logger: false, forceCloseConnections: true });
 
   const send = async (reply: FastifyReply, produce: () => Answer) => {
@@ -323,7 +340,14 @@ function buildSimulatorApp(simulator: PspxSimulator, closing: AbortSignal): Fast
   app.get<{ Params: PayoutParams }>('/v1/payouts/:intentId', (request, reply) =>
     send(reply, () => simulator.statusInquiry(request.params.intentId)),
   );
-  app.get('/v1/partner/balance', (_request, reply) => send(reply, () => simulator.partnerBalance()));
+  app.get('/v1/partner/balance', async (_request, reply) => {
+    try {
+      await beforeBalance?.();
+    } catch {
+      return reply.status(503).send({ reason: 'rails_feed_unavailable' });
+    }
+    return send(reply, () => simulator.partnerBalance());
+  });
   return app;
 }
 

@@ -117,12 +117,16 @@ interface VerifiedRequest {
   readonly nonce: string | undefined;
 }
 
+/** The 401 message for a bearer token sent to a server started without ADMIN_TOKEN: the console shows it as it is. */
+export const NO_ADMIN_TOKEN_MESSAGE =
+  'this server has no ADMIN_TOKEN: restart it with ADMIN_TOKEN set in its environment (e.g. ADMIN_TOKEN=<token> npm start) to sign in with a bearer token';
+
 async function authenticate(request: FastifyRequest, mode: AuthMode, deps: Required<AuthDeps>): Promise<Caller> {
   const authorization = header(request, 'authorization');
   const signed = header(request, 'x-signature') !== undefined || header(request, 'signature-input') !== undefined;
   if ((mode === 'admin' || mode === 'resolve') && authorization !== undefined && !signed) {
     // Said apart, so that an operator who opens the console on a server started without one learns why.
-    if (deps.adminToken === undefined) throw unauthorized('this server has no ADMIN_TOKEN: set ADMIN_TOKEN to sign in with a bearer token');
+    if (deps.adminToken === undefined) throw unauthorized(NO_ADMIN_TOKEN_MESSAGE);
     if (!bearerMatches(authorization, deps.adminToken)) throw unauthorized('invalid bearer token');
     return { key: null, serviceId: ADMIN_CALLER_ID };
   }
