@@ -8,7 +8,7 @@ import { AuthPolicyInputs } from './domain/admin/auth-policies.js';
 import { FeeRuleInputs } from './domain/admin/fee-rules.js';
 import { LimitRuleInputs } from './domain/admin/limit-rules.js';
 import { RouteInputs } from './domain/admin/routes.js';
-import { ServiceKeyInputs } from './domain/admin/service-keys.js';
+import { permissionProblems, ServiceKeyInputs } from './domain/admin/service-keys.js';
 import { ACCOUNT_TYPES } from './domain/model.js';
 import { channelCarries } from './domain/channels.js';
 
@@ -79,6 +79,8 @@ export interface Config {
   readonly sseStreamsPerServiceMax: number;
   /** Worker threads that evaluate fee rules (FEE_WORKERS). */
   readonly feeWorkers: number;
+  /** The first webhook retry waits this long, each further one twice as long (WEBHOOK_RETRY_BASE_MS). */
+  readonly webhookRetryBaseMs: number;
   readonly file: ConfigFile;
 }
 
@@ -112,15 +114,8 @@ export function readConfigFile(path: string): ConfigFile {
     }
   }
   for (const key of parsed.serviceKeys) {
-    for (const side of ['fromAccountOverride', 'toAccountOverride'] as const) {
-      const pattern = key.permissions[side]?.namePattern;
-      if (pattern === undefined) continue;
-      try {
-        new RegExp(pattern);
-      } catch {
-        throw new ConfigError(`CONFIG_FILE ${path}: ${key.serviceId} ${side}.namePattern is not a regular expression`);
-      }
-    }
+    const [problem] = permissionProblems(key.permissions);
+    if (problem !== undefined) throw new ConfigError(`CONFIG_FILE ${path}: ${key.serviceId} permissions.${problem}`);
   }
   return parsed;
 }
@@ -175,6 +170,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     authFailureBurst: integer(env, 'AUTH_FAILURE_BURST', AUTH_FAILURE_BURST_DEFAULT, 1),
     sseStreamsPerServiceMax: integer(env, 'SSE_STREAMS_PER_SERVICE_MAX', SSE_STREAMS_PER_SERVICE_MAX_DEFAULT, 1),
     feeWorkers: integer(env, 'FEE_WORKERS', FEE_WORKERS_DEFAULT, 1),
+    webhookRetryBaseMs: integer(env, 'WEBHOOK_RETRY_BASE_MS', 1000, 1),
     file: readConfigFile(configFile),
   });
 }
