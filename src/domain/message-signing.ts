@@ -107,7 +107,36 @@ export function messageSignedHeaders(
       alg: MESSAGE_SIGNATURE_ALG,
     },
   );
-  headers['signature-input'] = `${SIGNATURE_LABEL}=${params}`;
-  headers.signature = `${SIGNATURE_LABEL}=:${messageSignature(secret, signatureBase(components, params))}:`;
-  return headers;
+  return { ...headers, ...signatureHeaders(secret, components, params) };
+}
+
+/** Signature-Input and Signature for `components` under SIGNATURE_LABEL, with the serialized parameters. */
+function signatureHeaders(secret: string, components: readonly Component[], params: string) {
+  return {
+    'signature-input': `${SIGNATURE_LABEL}=${params}`,
+    signature: `${SIGNATURE_LABEL}=:${messageSignature(secret, signatureBase(components, params))}:`,
+  };
+}
+
+/** The keyid of every webhook signature: the key is the receiving service's own secret, so the id names the sender. */
+export const WEBHOOK_KEYID = 'payorch';
+/** What a webhook signature covers (docs/OPERATIONS.md, Webhooks); a verifier requires each of them. */
+export const WEBHOOK_COMPONENTS = ['@method', '@path', 'content-digest'] as const;
+
+/**
+ * Content-Digest, Signature-Input and Signature of a webhook POST to `path` (no query: the URL's
+ * query is the receiver's own business and is not covered), signed with the receiving service's
+ * secret. No nonce: a repeated delivery is meant, and the receiver tells it by its Idempotency-Key.
+ */
+export function webhookSignedHeaders(
+  secret: string,
+  path: string,
+  rawBody: string,
+  nowS = Math.floor(Date.now() / 1000),
+): Record<string, string> {
+  const digest = contentDigest(rawBody);
+  const values: Record<(typeof WEBHOOK_COMPONENTS)[number], string> = { '@method': 'POST', '@path': path, 'content-digest': digest };
+  const components = WEBHOOK_COMPONENTS.map((name): Component => [name, values[name]]);
+  const params = serializeSignatureParams(WEBHOOK_COMPONENTS, { keyid: WEBHOOK_KEYID, created: nowS });
+  return { 'content-digest': digest, ...signatureHeaders(secret, components, params) };
 }
