@@ -24,3 +24,4 @@ export {
   type SignatureScheme,
 } from './transport.js';
 export type * from './types.js';
+export { type VerifiedWebhook, verifyWebhook, type WebhookEvent, type WebhookRequest } from './verify-webhook.js';
