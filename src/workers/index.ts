@@ -12,6 +12,7 @@ import { createOutboxWorker, OUTBOX_DEFAULTS } from './outbox-worker.js';
 import { createPspWorker, type PspWorkerSettings } from './psp-worker.js';
 import { reconcileStuckIntents } from './reconciliation.js';
 import { createTableMaintenance } from './table-maintenance.js';
+import { createEventFeedWorker } from './event-feed-worker.js';
 
 export interface WorkersDeps {
   readonly config: Config;
@@ -36,6 +37,8 @@ const PSP_RETRY_INTERVALS = 5;
 const CONFIRM_MARGIN_S_MAX = 300;
 /** Autovacuum's own naptime. */
 const TABLE_MAINTENANCE_INTERVAL_MS = 60_000;
+/** Pruning keeps up with a day's events in small steps; retention is counted in days. */
+const EVENT_PRUNE_INTERVAL_MS = 60_000;
 
 export function pspWorkerSettings(config: Config): PspWorkerSettings {
   return {
@@ -76,7 +79,10 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
     log: log.child({ worker: 'balance-monitor' }),
     settings: { ...BALANCE_MONITOR_DEFAULTS, driftThreshold: config.balanceDriftThreshold, lowBalanceFloor: config.lowPartnerBalanceFloor },
   });
+  const feed = createEventFeedWorker({ db, log: log.child({ worker: 'event-feed' }), retentionDays: config.eventRetentionDays });
   const loops = [
+    startLoop('event-feed', config.eventFeedIntervalMs, () => feed.sequence(), log),
+    startLoop('event-feed-pruning', EVENT_PRUNE_INTERVAL_MS, () => feed.prune(), log),
     startLoop('psp-worker', config.pspWorkerIntervalMs, () => psp.runOnce(), log),
     startLoop('outbox-worker', config.outboxIntervalMs, () => outbox.runOnce(), log),
     startLoop('balance-monitor', config.balanceMonitorIntervalMs, () => monitor.runOnce(), log),
