@@ -72,7 +72,16 @@ export async function startService(config: Config = loadConfig()): Promise<Runni
   process.on('SIGHUP', onSighup);
 
   const address = await app.listen({ port: config.port, host: config.host });
-  const workers = await startWorkers({ config, db, ledger: timedLedger(ledger, metrics), pspx, broker, log: app.log, metrics });
+  const workers = await startWorkers({
+    config,
+    db,
+    ledger: timedLedger(ledger, metrics),
+    pspx,
+    broker,
+    log: app.log,
+    metrics,
+    secrets: () => secrets,
+  });
   const expirySweep = startExpirySweep({
     db,
     publisher: new StatusPublisher(broker, app.log),

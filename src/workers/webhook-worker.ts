@@ -2,13 +2,13 @@ import assert from 'node:assert/strict';
 import type { Database } from '../adapters/database.js';
 import type { Logger } from '../adapters/logger.js';
 import type { WorkerMetrics } from '../adapters/metrics.js';
+import { sequenceFeed } from '../domain/events/feed.js';
 import { webhookSignedHeaders } from '../domain/message-signing.js';
 import {
   acknowledgeDelivery,
   type ClaimedDelivery,
   claimDueDeliveries,
   type FailedOutcome,
-  type ReadFeedPage,
   recordFailedAttempt,
   servicesWithWebhooks,
   takeFeedPage,
@@ -49,7 +49,6 @@ export const WEBHOOK_DEFAULTS = {
 
 export interface WebhookWorkerDeps {
   readonly db: Database;
-  readonly readFeed: ReadFeedPage;
   /** The services' secrets as loaded now (reloads included); the first one listed signs. */
   readonly secrets: () => ReadonlyMap<string, readonly string[]>;
   readonly log: Logger;
@@ -122,9 +121,11 @@ export function createWebhookWorker(deps: WebhookWorkerDeps): WebhookWorker {
 
   return {
     async runOnce() {
+      // Numbers what committed since the feed worker's last step, so a run sees the newest events.
+      await sequenceFeed(db);
       let taken = 0;
       for (const serviceId of await servicesWithWebhooks(db)) {
-        taken += await takeFeedPage(db, deps.readFeed, serviceId, settings.feedPageSizeMax);
+        taken += await takeFeedPage(db, serviceId, settings.feedPageSizeMax);
       }
       let acknowledged = 0;
       let failed = 0;

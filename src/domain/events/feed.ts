@@ -24,6 +24,20 @@ export interface FeedEvent {
   readonly occurredAt: Date;
 }
 
+/** The event as GET /events lists it and a webhook carries it: money as a decimal string, the time in ISO 8601. */
+export function feedEventView(event: FeedEvent) {
+  return {
+    cursor: event.cursor,
+    intentId: event.intentId,
+    operationType: event.operationType,
+    statusFrom: event.statusFrom,
+    statusTo: event.statusTo,
+    amount: event.amount.toString(),
+    currency: event.currency,
+    occurredAt: event.occurredAt.toISOString(),
+  };
+}
+
 /** Rows one sequencer step numbers at most: one step stays a short transaction behind a burst. */
 export const SEQUENCE_BATCH_SIZE_MAX = 5_000;
 

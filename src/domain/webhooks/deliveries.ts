@@ -1,4 +1,8 @@
 import type { Database, Sql } from '../../adapters/database.js';
+import { decodeFeedCursor, encodeFeedCursor } from '../events/feed-cursor.js';
+import { feedEventView, readFeed } from '../events/feed.js';
+
+type WebhookEvent = ReturnType<typeof feedEventView>;
 
 /**
  * The delivery state of webhooks (migrations/014-webhooks.sql): events taken from the feed into
@@ -6,28 +10,12 @@ import type { Database, Sql } from '../../adapters/database.js';
  * docs/OPERATIONS.md, "Webhooks", states the guarantees these statements keep.
  */
 
-/** One event of the feed in its wire form (GET /events): the webhook body is this object, serialized once. */
-export interface FeedEventForWebhook {
-  readonly cursor: string;
-  readonly intentId: string;
-  readonly occurredAt: string;
-}
-
-/**
- * A page of a service's feed after `after` (absent: from the oldest), read inside the caller's
- * transaction; `nextCursor` is where the next page starts (it may move past a quiet stretch).
- */
-export type ReadFeedPage = (
-  sql: Sql,
-  query: { readonly serviceId: string; readonly after: string | undefined; readonly limit: number },
-) => Promise<{ readonly events: readonly FeedEventForWebhook[]; readonly nextCursor: string | null | undefined }>;
-
 /**
  * Takes one page of `serviceId`'s feed into deliveries and moves its cursor, in one transaction:
  * a crash keeps both or neither. Another worker taking the same service right now holds the
  * cursor row; this one then skips the service (0) rather than wait.
  */
-export async function takeFeedPage(db: Database, readFeed: ReadFeedPage, serviceId: string, pageSizeMax: number): Promise<number> {
+export async function takeFeedPage(db: Database, serviceId: string, pageSizeMax: number): Promise<number> {
   return db.transaction(async (tx) => {
     await tx.query('INSERT INTO webhook_cursors (service_id) VALUES ($1) ON CONFLICT (service_id) DO NOTHING', [serviceId]);
     const { rows } = await tx.query<{ feed_cursor: string | null }>(
@@ -36,10 +24,14 @@ export async function takeFeedPage(db: Database, readFeed: ReadFeedPage, service
     );
     const [cursorRow] = rows;
     if (cursorRow === undefined) return 0;
-    const page = await readFeed(tx, { serviceId, after: cursorRow.feed_cursor ?? undefined, limit: pageSizeMax });
-    const nextCursor = page.nextCursor ?? page.events.at(-1)?.cursor;
-    if (nextCursor === undefined || nextCursor === cursorRow.feed_cursor) return 0;
-    if (page.events.length > 0) await insertDeliveries(tx, serviceId, page.events);
+    const stored = cursorRow.feed_cursor;
+    const afterSeq = stored === null ? null : decodeFeedCursor(stored);
+    if (stored !== null && afterSeq === null) throw new Error(`stored webhook cursor of ${serviceId} is not a feed cursor`);
+    const page = await readFeed(tx, { serviceId, afterSeq, limit: pageSizeMax });
+    // The feed's next position may move past a quiet stretch of other services' events.
+    const nextCursor = encodeFeedCursor(page.nextSeq);
+    if (nextCursor === cursorRow.feed_cursor) return 0;
+    if (page.events.length > 0) await insertDeliveries(tx, serviceId, page.events.map(feedEventView));
     const moved = await tx.query('UPDATE webhook_cursors SET feed_cursor = $2, updated_at = now() WHERE service_id = $1', [
       serviceId,
       nextCursor,
@@ -49,7 +41,7 @@ export async function takeFeedPage(db: Database, readFeed: ReadFeedPage, service
   });
 }
 
-async function insertDeliveries(sql: Sql, serviceId: string, events: readonly FeedEventForWebhook[]): Promise<void> {
+async function insertDeliveries(sql: Sql, serviceId: string, events: readonly WebhookEvent[]): Promise<void> {
   // unnest keeps the page's order in the ids, and the ids are the per-intent order.
   await sql.query(
     `INSERT INTO webhook_deliveries (service_id, feed_cursor, intent_id, body, occurred_at)

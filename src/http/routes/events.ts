@@ -2,7 +2,7 @@ import Type from 'typebox';
 import type { Database } from '../../adapters/database.js';
 import { apiError } from '../../domain/errors.js';
 import { decodeFeedCursor, encodeFeedCursor } from '../../domain/events/feed-cursor.js';
-import { type FeedEvent, readFeed, sequenceFeed } from '../../domain/events/feed.js';
+import { feedEventView, readFeed, sequenceFeed } from '../../domain/events/feed.js';
 import type { App } from '../typed-app.js';
 import { Money, responses, Uuid } from '../schemas.js';
 
@@ -34,19 +34,6 @@ export const FeedEventView = Type.Object({
   currency: Type.String(),
   occurredAt: Type.String({ format: 'date-time' }),
 });
-
-export function feedEventView(event: FeedEvent) {
-  return {
-    cursor: event.cursor,
-    intentId: event.intentId,
-    operationType: event.operationType,
-    statusFrom: event.statusFrom,
-    statusTo: event.statusTo,
-    amount: event.amount.toString(),
-    currency: event.currency,
-    occurredAt: event.occurredAt.toISOString(),
-  };
-}
 
 const DESCRIPTION =
   "Every status change of the calling service's intents, in the order the service committed them. " +

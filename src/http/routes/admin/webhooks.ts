@@ -7,8 +7,8 @@ import { responses, Uuid } from '../../schemas.js';
 import { ADMIN_SECURITY } from './crud.js';
 import { LIST_PAGE_MAX } from './schemas.js';
 
-/** The feed's cursors are opaque but short and URL-safe; the bound keeps a hostile one out of the query. */
-const FeedCursor = Type.String({ minLength: 1, maxLength: 200, pattern: '^[A-Za-z0-9._~=-]+$', description: 'the event cursor' });
+/** The feed's cursors are opaque but short and URL-safe; 100 is also the router's limit on a path parameter. */
+const FeedCursor = Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9._~=-]+$', description: 'the event cursor' });
 
 const DeadQuery = Type.Object(
   {
