@@ -1,14 +1,14 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, openDatabase } from '../../src/adapters/database.js';
 import { createSimulatorServer, type SimulatorServer } from '../../src/adapters/pspx/pspx-simulator.js';
 import { DEMO_CONFIG_FILE, readConfigFile, secretsOf } from '../../src/config.js';
 import { signedHeaders } from '../../src/domain/signing.js';
+import { createSchema, type ScopedSchema } from '../support/database.js';
 import { balanceOf, expectLedgerInvariants } from '../support/invariants.js';
 import { buildIfStale, type ServiceProcess, spawnService } from '../support/service-process.js';
 import { customer } from '../support/workers.js';
@@ -28,7 +28,7 @@ const SETTLE_MS_MAX = 60_000;
 
 let simulator: SimulatorServer;
 let dataDir: string;
-let schema: string | null = null;
+let schema: ScopedSchema | undefined;
 let databaseUrl = '';
 
 type Service = ServiceProcess;
@@ -91,26 +91,15 @@ beforeAll(async () => {
   simulator = await createSimulatorServer({ confirmHoldMs: 3500 });
   dataDir = await mkdtemp(join(tmpdir(), 'payorch-crash-'));
   if (pgUrl !== undefined) {
-    schema = `crash_${randomBytes(6).toString('hex')}`;
-    const admin = new pg.Client({ connectionString: pgUrl });
-    await admin.connect();
-    await admin.query(`CREATE SCHEMA ${schema}`);
-    await admin.end();
-    const scoped = new URL(pgUrl);
-    scoped.searchParams.set('options', `-c search_path=${schema}`);
-    databaseUrl = scoped.toString();
+    schema = await createSchema(pgUrl, 'crash');
+    databaseUrl = schema.url;
   }
 }, 120_000);
 
 afterAll(async () => {
   await simulator?.close();
   await rm(dataDir, { recursive: true, force: true });
-  if (schema !== null && pgUrl !== undefined) {
-    const admin = new pg.Client({ connectionString: pgUrl });
-    await admin.connect();
-    await admin.query(`DROP SCHEMA ${schema} CASCADE`);
-    await admin.end();
-  }
+  await schema?.drop();
 });
 
 describe('crash recovery of the PSP payouts', () => {

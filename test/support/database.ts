@@ -14,23 +14,39 @@ export async function openTestDatabase(): Promise<Database> {
     await migrate(db);
     return db;
   }
-  const schema = `test_${randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: url });
-  await admin.connect();
-  await admin.query(`CREATE SCHEMA ${schema}`);
-  await admin.end();
-  const scoped = new URL(url);
-  scoped.searchParams.set('options', `-c search_path=${schema}`);
-  const db = await openDatabase(scoped.toString(), '');
+  const scoped = await createSchema(url, 'test');
+  const db = await openDatabase(scoped.url, '');
   await migrate(db);
   return {
     ...db,
     async close() {
       await db.close();
-      const cleanup = new pg.Client({ connectionString: url });
-      await cleanup.connect();
-      await cleanup.query(`DROP SCHEMA ${schema} CASCADE`);
-      await cleanup.end();
+      await scoped.drop();
     },
   };
+}
+
+export interface ScopedSchema {
+  /** `url` with a search_path of the new schema: everything the service creates lands there. */
+  readonly url: string;
+  /** Drops the schema and all it holds. */
+  drop(): Promise<void>;
+}
+
+/** A fresh schema `<prefix>_<random>` on the PostgreSQL server at `url`, for one test file's database. */
+export async function createSchema(url: string, prefix: string): Promise<ScopedSchema> {
+  const schema = `${prefix}_${randomBytes(6).toString('hex')}`;
+  const run = async (statement: string) => {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      await client.query(statement);
+    } finally {
+      await client.end();
+    }
+  };
+  await run(`CREATE SCHEMA ${schema}`);
+  const scoped = new URL(url);
+  scoped.searchParams.set('options', `-c search_path=${schema}`);
+  return { url: scoped.toString(), drop: () => run(`DROP SCHEMA ${schema} CASCADE`) };
 }
