@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/adapters/database.js';
-import type { WebhookEvent } from '../../src/client/verify-webhook.js';
+import type { WebhookEvent } from '@payorch/client';
 import { DEMO_CONFIG_FILE, readConfigFile, secretsOf } from '../../src/config.js';
 import { signedHeaders } from '../../src/domain/signing.js';
 import { createSchema, type ScopedSchema } from '../support/database.js';

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createMetrics, type Metrics } from '../../src/adapters/metrics.js';
-import type { WebhookEvent } from '../../src/client/verify-webhook.js';
+import type { WebhookEvent } from '@payorch/client';
 import { secretsOf } from '../../src/config.js';
 import { createWebhookWorker, WEBHOOK_DEFAULTS, type WebhookWorker, type WebhookWorkerSettings } from '../../src/workers/webhook-worker.js';
 import { demoConfigFile, startTestApp, type TestApp } from '../support/app.js';

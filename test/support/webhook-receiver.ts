@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { verifyWebhook, type WebhookEvent } from '../../src/client/verify-webhook.js';
+import { verifyWebhook, type WebhookEvent } from '@payorch/client';
 
 /**
  * A webhook receiver as a merchant would write one: node:http on a loopback port, every request
@@ -34,8 +34,8 @@ export async function startWebhookReceiver(secret: string, path = '/hooks/payorc
   const server: Server = createServer((request, response) => {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
-    request.on('end', () => {
-      const verified = verifyWebhook(
+    request.on('end', async () => {
+      const verified = await verifyWebhook(
         { method: request.method ?? '', url: request.url ?? '', headers: request.headers, body: Buffer.concat(chunks) },
         secret,
       );

@@ -1,14 +1,7 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { apiError } from '../../domain/errors.js';
-import {
-  type Component,
-  MESSAGE_SIGNATURE_ALG,
-  pathAndQuery,
-  signatureBase,
-  WEBHOOK_COMPONENTS,
-  WEBHOOK_KEYID,
-} from '../../domain/message-signing.js';
+import { type Component, MESSAGE_SIGNATURE_ALG, pathAndQuery, signatureBase } from '../../domain/message-signing.js';
 import { SIGNATURE_WINDOW_S } from '../../domain/signing.js';
 import { parseContentDigest, parseSignature, parseSignatureInput, type SignatureInput } from './message-signature-fields.js';
 
@@ -81,13 +74,13 @@ function checkContentDigest(request: SignedMessage): void {
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw unauthorized('content digest mismatch');
 }
 
-function checkParameters(input: SignatureInput, request: SignedMessage, nowS: number, required: readonly string[]): void {
+function checkParameters(input: SignatureInput, request: SignedMessage, nowS: number): void {
   if (input.alg !== undefined && input.alg !== MESSAGE_SIGNATURE_ALG) throw unauthorized(`unsupported alg ${input.alg}`);
   const serviceId = headerValue(request, 'x-service-id');
   if (serviceId !== undefined && serviceId !== input.keyid) throw unauthorized('keyid does not match X-Service-Id');
   if (Math.abs(nowS - input.created) > SIGNATURE_WINDOW_S) throw unauthorized('timestamp outside window');
   if (input.expires !== undefined && input.expires < nowS) throw unauthorized('signature expired');
-  for (const name of required) {
+  for (const name of requiredComponents(request)) {
     if (!input.components.includes(name)) throw unauthorized(`missing covered component ${name}`);
   }
 }
@@ -101,13 +94,12 @@ export function verifyMessageSignature(
   signatureInputHeader: string,
   secretsOf: (serviceId: string) => readonly string[] | undefined,
   nowS: number,
-  required: readonly string[] = requiredComponents(request),
 ): VerifiedMessage {
   const input = parseSignatureInput(signatureInputHeader);
   const signatureHeader = headerValue(request, 'signature');
   if (signatureHeader === undefined) throw unauthorized('missing header Signature');
   const signature = parseSignature(signatureHeader, input.label);
-  checkParameters(input, request, nowS, required);
+  checkParameters(input, request, nowS);
   const secrets = secretsOf(input.keyid);
   if (secrets === undefined) throw unauthorized('unknown service');
   checkContentDigest(request);
@@ -121,16 +113,4 @@ export function verifyMessageSignature(
   }
   if (!matched) throw unauthorized('invalid signature');
   return { serviceId: input.keyid, signature, nonce: input.nonce };
-}
-
-/**
- * Verifies a webhook payorch sent (docs/OPERATIONS.md, Webhooks): keyid "payorch", signed with the
- * receiving service's own secret, covering the method, the path and the Content-Digest, created
- * within ±60 s; the digest must match the body. Throws the UNAUTHORIZED ApiError otherwise.
- */
-export function verifyWebhookSignature(request: SignedMessage, secret: string, nowS: number): void {
-  const signatureInput = headerValue(request, 'signature-input');
-  if (signatureInput === undefined) throw unauthorized('missing header Signature-Input');
-  const secretsOf = (keyid: string) => (keyid === WEBHOOK_KEYID ? [secret] : undefined);
-  verifyMessageSignature(request, signatureInput, secretsOf, nowS, WEBHOOK_COMPONENTS);
 }
