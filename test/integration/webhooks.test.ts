@@ -1,7 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { AddressInfo } from 'node:net';
 import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createMetrics, type Metrics } from '../../src/adapters/metrics.js';
+import { EXIT, runCli } from '../../src/cli/main.js';
 import type { WebhookEvent } from '@payorch/client';
 import { secretsOf } from '../../src/config.js';
 import { createWebhookWorker, WEBHOOK_DEFAULTS, type WebhookWorker, type WebhookWorkerSettings } from '../../src/workers/webhook-worker.js';
@@ -39,6 +41,7 @@ beforeAll(async () => {
     key.serviceId === 'wallet-api' ? { ...key, permissions: { ...key.permissions, webhook: { url: receiver.url } } } : key,
   );
   t = await startTestApp({ file: { ...file, serviceKeys } });
+  await t.app.listen({ port: 0, host: '127.0.0.1' });
   metrics = createMetrics();
   worker = workerWith(fastSettings);
 });
@@ -109,6 +112,24 @@ async function pay(payer: number, recipient: number, amount = 1000): Promise<str
   });
   expect(res.statusCode, res.body).toBe(201);
   return res.json().intentId as string;
+}
+
+/** The payorch command in-process against the live listener, as an operator with the admin token. */
+async function cli(argv: readonly string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const { port } = t.app.server.address() as AddressInfo;
+  const code = await runCli([...argv, '--admin-token', ADMIN_TOKEN], {
+    out: (text) => {
+      out += text;
+    },
+    err: (text) => {
+      err += text;
+    },
+    env: { PAYORCH_URL: `http://127.0.0.1:${port}` },
+    sleep: async () => {},
+  });
+  return { code, out, err };
 }
 
 const admin = (method: 'GET' | 'POST', url: string) => t.app.inject({ method, url, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
@@ -225,12 +246,19 @@ describe('webhooks', () => {
     // A held-back event is not dead: 409, and nothing changes.
     json(await admin('POST', `/admin/webhooks/dead/${blockedEvents[1]?.cursor}/redeliver`), 409);
     receiver.answer = () => 200;
-    const redelivered = json(await admin('POST', `/admin/webhooks/dead/${blockedEvents[0]?.cursor}/redeliver`), 202);
-    expect(redelivered).toEqual({ cursor: blockedEvents[0]?.cursor, serviceId: 'wallet-api', intentId: blocked });
+    // The operator's way: payorch admin webhooks dead list, then redeliver.
+    const listed = await cli(['admin', 'webhooks', 'dead', 'list']);
+    expect(listed.code, listed.err).toBe(EXIT.OK);
+    expect(listed.out).toMatch(new RegExp(`^${blockedEvents[0]?.cursor}\\s+wallet-api\\s+${blocked}\\s+\\d+\\s+http_error\\s+410\\s`, 'm'));
+    const redelivered = await cli(['admin', 'webhooks', 'dead', 'redeliver', blockedEvents[0]?.cursor ?? '', '--json']);
+    expect(redelivered.code, redelivered.err).toBe(EXIT.OK);
+    expect(JSON.parse(redelivered.out)).toEqual({ cursor: blockedEvents[0]?.cursor, serviceId: 'wallet-api', intentId: blocked });
     await deliverAll();
     expect(receiver.eventsOf(blocked)).toEqual(blockedEvents);
     expect(await dead()).toEqual([]);
     json(await admin('POST', `/admin/webhooks/dead/${blockedEvents[0]?.cursor}/redeliver`), 404);
+    expect((await cli(['admin', 'webhooks', 'dead', 'redeliver', blockedEvents[0]?.cursor ?? ''])).code).toBe(EXIT.REFUSED);
+    expect((await cli(['admin', 'webhooks', 'dead', 'resend'])).code).toBe(EXIT.USAGE);
     const { rows } = await t.db.query('SELECT actor, action FROM admin_changes WHERE entity = $1 AND entity_id = $2', [
       'webhook-delivery',
       blockedEvents[0]?.cursor,
