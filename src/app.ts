@@ -9,6 +9,7 @@ import { createMetrics, type Metrics, timedLedger } from './adapters/metrics.js'
 import { adminIntentRoutes } from './http/routes/admin/intents.js';
 import { adminResolveRoutes } from './http/routes/admin/resolve.js';
 import { intentStreamRoutes } from './http/routes/intent-stream.js';
+import { eventRoutes } from './http/routes/events.js';
 import { metricsRoutes } from './http/routes/metrics.js';
 import { consoleRoutes } from './http/routes/console.js';
 import { BODY_LIMIT_BYTES, registerAuth } from './http/plugins/auth.js';
@@ -133,6 +134,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     streamsPerServiceMax: deps.config.sseStreamsPerServiceMax,
     onRefused: () => metrics.rateLimited('streams'),
   });
+  eventRoutes(app, { db: deps.db });
   adminIntentRoutes(app, { db: deps.db });
   adminResolveRoutes(app, { db: deps.db, publisher: intentDeps.publisher });
   await consoleRoutes(app, { db: deps.db, ledger: deps.ledger });

@@ -8,7 +8,7 @@ import { AuthPolicyInputs } from './domain/admin/auth-policies.js';
 import { FeeRuleInputs } from './domain/admin/fee-rules.js';
 import { LimitRuleInputs } from './domain/admin/limit-rules.js';
 import { RouteInputs } from './domain/admin/routes.js';
-import { ServiceKeyInputs } from './domain/admin/service-keys.js';
+import { permissionProblems, ServiceKeyInputs } from './domain/admin/service-keys.js';
 import { ACCOUNT_TYPES } from './domain/model.js';
 import { channelCarries } from './domain/channels.js';
 
@@ -92,6 +92,14 @@ export interface Config {
   readonly sseStreamsPerServiceMax: number;
   /** Worker threads that evaluate fee rules (FEE_WORKERS). */
   readonly feeWorkers: number;
+  /** Days the event feed keeps an event (EVENT_RETENTION_DAYS, docs/EVENTS.md); the audit log keeps everything. */
+  readonly eventRetentionDays: number;
+  /** How often the workers number newly committed events and publish them (EVENT_FEED_INTERVAL_MS). */
+  readonly eventFeedIntervalMs: number;
+  /** EVENT_BUS_URL: `nats://…` publishes every feed event to NATS JetStream (docs/EVENTS.md); unset: no bus. */
+  readonly eventBusUrl: string | undefined;
+  /** The first webhook retry waits this long, each further one twice as long (WEBHOOK_RETRY_BASE_MS). */
+  readonly webhookRetryBaseMs: number;
   readonly file: ConfigFile;
 }
 
@@ -125,15 +133,8 @@ export function readConfigFile(path: string): ConfigFile {
     }
   }
   for (const key of parsed.serviceKeys) {
-    for (const side of ['fromAccountOverride', 'toAccountOverride'] as const) {
-      const pattern = key.permissions[side]?.namePattern;
-      if (pattern === undefined) continue;
-      try {
-        new RegExp(pattern);
-      } catch {
-        throw new ConfigError(`CONFIG_FILE ${path}: ${key.serviceId} ${side}.namePattern is not a regular expression`);
-      }
-    }
+    const [problem] = permissionProblems(key.permissions);
+    if (problem !== undefined) throw new ConfigError(`CONFIG_FILE ${path}: ${key.serviceId} permissions.${problem}`);
   }
   return parsed;
 }
@@ -163,6 +164,19 @@ function flag(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean 
   if (raw === undefined) return fallback;
   if (raw !== 'true' && raw !== 'false') throw new ConfigError(`${name} must be true or false (got ${raw})`);
   return raw === 'true';
+}
+
+/** Long enough for a consumer that was down over a holiday to catch up; the audit log keeps everything anyway. */
+export const EVENT_RETENTION_DAYS_DEFAULT = 30;
+
+/** NATS servers, comma-separated as the NATS tools take them; each must be a nats:// address. */
+function eventBusUrl(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  for (const server of value.split(',')) {
+    if (!/^(nats|tls):\/\/[^\s/]+$/.test(server.trim()))
+      throw new ConfigError('EVENT_BUS_URL must be nats://host:port (comma-separated for several servers)');
+  }
+  return value;
 }
 
 const nonEmpty = (value: string | undefined) => (value === undefined || value === '' ? undefined : value);
@@ -205,6 +219,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     authFailureBurst: integer(env, 'AUTH_FAILURE_BURST', AUTH_FAILURE_BURST_DEFAULT, 1),
     sseStreamsPerServiceMax: integer(env, 'SSE_STREAMS_PER_SERVICE_MAX', SSE_STREAMS_PER_SERVICE_MAX_DEFAULT, 1),
     feeWorkers: integer(env, 'FEE_WORKERS', FEE_WORKERS_DEFAULT, 1),
+    eventRetentionDays: integer(env, 'EVENT_RETENTION_DAYS', EVENT_RETENTION_DAYS_DEFAULT, 1),
+    eventFeedIntervalMs: integer(env, 'EVENT_FEED_INTERVAL_MS', 250, 1),
+    eventBusUrl: eventBusUrl(nonEmpty(env.EVENT_BUS_URL)),
+    webhookRetryBaseMs: integer(env, 'WEBHOOK_RETRY_BASE_MS', 1000, 1),
     file: readConfigFile(configFile),
   });
 }

@@ -88,7 +88,10 @@ export async function startService(config: Config = loadConfig()): Promise<Runni
 
   const address = await app.listen({ port: config.port, host: config.host });
   app.log.info({ role: config.role }, `process role: ${config.role}`);
-  const background = config.role === 'api' ? null : await startBackgroundWork(config, { db, ledger, metrics, pspx, broker, log: app.log });
+  const background =
+    config.role === 'api'
+      ? null
+      : await startBackgroundWork(config, { db, ledger, metrics, pspx, broker, log: app.log, secrets: () => secrets });
   return {
     app,
     address,
@@ -109,10 +112,27 @@ export async function startService(config: Config = loadConfig()): Promise<Runni
 /** Every worker and the invoice expiry sweep: what a `workers` (or `all`) process runs beside HTTP. */
 async function startBackgroundWork(
   config: Config,
-  deps: { db: Database; ledger: Ledger; metrics: Metrics; pspx: PspxClient; broker: Broker; log: Logger },
+  deps: {
+    db: Database;
+    ledger: Ledger;
+    metrics: Metrics;
+    pspx: PspxClient;
+    broker: Broker;
+    log: Logger;
+    secrets: () => ReadonlyMap<string, readonly string[]>;
+  },
 ): Promise<{ stop(): Promise<void> }> {
   const { db, metrics, broker, log } = deps;
-  const workers = await startWorkers({ config, db, ledger: timedLedger(deps.ledger, metrics), pspx: deps.pspx, broker, log, metrics });
+  const workers = await startWorkers({
+    config,
+    db,
+    ledger: timedLedger(deps.ledger, metrics),
+    pspx: deps.pspx,
+    broker,
+    log,
+    metrics,
+    secrets: deps.secrets,
+  });
   const expirySweep = startExpirySweep({
     db,
     publisher: new StatusPublisher(broker, log),

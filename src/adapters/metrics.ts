@@ -38,6 +38,8 @@ export interface WorkerMetrics {
       | { readonly result: 'ok' | 'drift'; readonly partnerBalance: bigint; readonly difference: bigint }
       | { readonly result: 'skipped' },
   ): void;
+  /** One webhook POST and how it ended (acknowledged, or why not). */
+  webhookAttempt(outcome: string): void;
 }
 
 export interface Metrics extends WorkerMetrics {
@@ -199,8 +201,14 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     help: 'Partner balance minus what the ledger expects at the last balance check, in satang; 0 inside the expected range.',
     registers,
   });
+  const webhookAttempts = new Counter({
+    name: 'payorch_webhook_attempts_total',
+    help: 'Webhook POSTs by outcome: acknowledged (2xx), http_error, timeout, network_error, no_secret.',
+    labelNames: ['outcome'] as const,
+    registers,
+  });
   const samplers: Array<() => Promise<void>> = [];
-  if (options.sql !== undefined) samplers.push(outboxSampler(options.sql, registers));
+  if (options.sql !== undefined) samplers.push(outboxSampler(options.sql, registers), webhookSampler(options.sql, registers));
 
   return {
     registry,
@@ -226,6 +234,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       partnerBalance.set(Number(check.partnerBalance));
       balanceDifference.set(Number(check.difference));
     },
+    webhookAttempt: (outcome) => webhookAttempts.inc({ outcome }),
     liveStreams: { inc: () => streams.inc(), dec: () => streams.dec() },
     authFailure: (reason) => authFailures.inc({ reason }),
     rateLimited: (reason) => rateLimited.inc({ reason }),
@@ -275,6 +284,44 @@ function outboxSampler(sql: Sql, registers: Registry[]): () => Promise<void> {
     } catch {
       depth.set(-1);
       manualReview.set(-1);
+    }
+  };
+}
+
+/**
+ * Webhooks still owed, read at scrape time like the outbox: the backlog (not yet acknowledged, not
+ * dead), the age of its oldest event (what an alert watches: a receiver down, or delivery stuck),
+ * and the dead ones waiting for an operator. -1 when the database could not be read.
+ */
+function webhookSampler(sql: Sql, registers: Registry[]): () => Promise<void> {
+  const backlog = new Gauge({
+    name: 'payorch_webhook_backlog',
+    help: 'Webhook events not yet acknowledged and not dead; -1 when the database could not be read.',
+    registers,
+  });
+  const oldestAge = new Gauge({
+    name: 'payorch_webhook_oldest_undelivered_age_seconds',
+    help: 'Age of the oldest webhook event not yet acknowledged and not dead (from when it occurred); 0 when none.',
+    registers,
+  });
+  const dead = new Gauge({
+    name: 'payorch_webhook_dead',
+    help: 'Webhook deliveries dead after the retry window, waiting for redelivery; -1 when the database could not be read.',
+    registers,
+  });
+  return async () => {
+    try {
+      const { rows } = await sql.query<{ backlog: number; dead: number; oldest_age_s: number }>(
+        `SELECT count(*) FILTER (WHERE dead_at IS NULL)::int AS backlog, count(*) FILTER (WHERE dead_at IS NOT NULL)::int AS dead,
+                COALESCE(EXTRACT(EPOCH FROM now() - min(occurred_at) FILTER (WHERE dead_at IS NULL)), 0)::float8 AS oldest_age_s
+           FROM webhook_deliveries`,
+      );
+      backlog.set(rows[0]?.backlog ?? 0);
+      dead.set(rows[0]?.dead ?? 0);
+      oldestAge.set(Math.max(0, rows[0]?.oldest_age_s ?? 0));
+    } catch {
+      backlog.set(-1);
+      dead.set(-1);
     }
   };
 }

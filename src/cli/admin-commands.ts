@@ -2,6 +2,7 @@ import { parseArgs } from 'node:util';
 import type { ResolveRequest } from '@payorch/client';
 import { apiContext, COMMON_OPTIONS, parseCommandLine, runRequests } from './api-context.js';
 import { adminRecordCommand, isAdminRecord } from './admin-records.js';
+import type { Column } from './table.js';
 import { type CliIo, type ExitCode, UsageError, unknownSubcommand } from './cli-io.js';
 
 const RESOLUTIONS: readonly ResolveRequest['resolution'][] = ['CONFIRMED', 'FAILED'];
@@ -38,6 +39,57 @@ async function logLevel(args: string[], io: CliIo): Promise<ExitCode> {
   });
 }
 
+const DEAD_WEBHOOK_COLUMNS: readonly Column[] = [
+  { header: 'cursor' },
+  { header: 'service' },
+  { header: 'intent' },
+  { header: 'attempts', align: 'right' },
+  { header: 'last outcome' },
+  { header: 'http', align: 'right' },
+  { header: 'dead at' },
+  { header: 'held back', align: 'right' },
+];
+
+const WEBHOOKS_USAGE = 'usage: payorch admin webhooks dead list [--limit N] | payorch admin webhooks dead redeliver CURSOR';
+
+/** admin webhooks dead list|redeliver: the webhooks that died after the retry window, and sending one again. */
+async function webhooks(args: string[], io: CliIo): Promise<ExitCode> {
+  const { values, positionals } = parseCommandLine(() =>
+    parseArgs({ args, allowPositionals: true, options: { ...COMMON_OPTIONS, limit: { type: 'string' } } }),
+  );
+  const [what, verb, cursor, ...rest] = positionals;
+  const limit = values.limit === undefined ? undefined : Number(values.limit);
+  if (what !== 'dead' || rest.length > 0 || (limit !== undefined && !Number.isInteger(limit))) throw new UsageError(WEBHOOKS_USAGE);
+  const context = apiContext(values, io);
+  if (verb === 'list' && cursor === undefined) {
+    return runRequests(context, async () => {
+      const answer = await context.client.admin.webhooks.dead(limit === undefined ? {} : { limit });
+      context.out.show(answer, () =>
+        context.out.table(
+          DEAD_WEBHOOK_COLUMNS,
+          answer.deadWebhooks.map((d) => [
+            d.cursor,
+            d.serviceId,
+            d.intentId,
+            d.attempts,
+            d.lastOutcome,
+            d.lastHttpStatus,
+            d.deadAt,
+            d.heldBack,
+          ]),
+        ),
+      );
+    });
+  }
+  if (verb === 'redeliver' && cursor !== undefined) {
+    return runRequests(context, async () => {
+      const answer = await context.client.admin.webhooks.redeliver(cursor);
+      context.out.show(answer, () => context.out.record(Object.entries(answer)));
+    });
+  }
+  throw new UsageError(WEBHOOKS_USAGE);
+}
+
 export async function adminCommand(args: string[], io: CliIo): Promise<ExitCode> {
   const [sub, ...rest] = args;
   if (isAdminRecord(sub)) return adminRecordCommand(sub, rest, io);
@@ -46,6 +98,8 @@ export async function adminCommand(args: string[], io: CliIo): Promise<ExitCode>
       return resolve(rest, io);
     case 'log-level':
       return logLevel(rest, io);
+    case 'webhooks':
+      return webhooks(rest, io);
     default:
       throw unknownSubcommand('admin', sub);
   }

@@ -10,7 +10,7 @@ export const COMMAND_WORDS: Readonly<Record<string, readonly string[]>> = {
   quote: [],
   accounts: ['create', 'balance', 'history'],
   policies: ['evaluate'],
-  admin: ['resolve', 'log-level', ...Object.keys(ADMIN_COLLECTION_PATHS)],
+  admin: ['resolve', 'log-level', 'webhooks', ...Object.keys(ADMIN_COLLECTION_PATHS)],
   audit: [],
   completion: ['bash', 'zsh'],
   help: [],

@@ -1,5 +1,11 @@
 import { createHash, createHmac } from 'node:crypto';
-import { contentDigestOf, type MessageSigningOptions, messageSignatureInput, signatureHeader } from '@payorch/client';
+import {
+  contentDigestOf,
+  type MessageSigningOptions,
+  messageSignatureInput,
+  signatureHeader,
+  webhookSignatureInput,
+} from '@payorch/client';
 
 /**
  * HTTP Message Signatures (RFC 9421) with HMAC-SHA256, as docs/SECURITY.md section 2 describes.
@@ -39,4 +45,23 @@ export function messageSignedHeaders(
   const { headers, base } = messageSignatureInput(serviceId, method, pathWithQuery, digest, options);
   headers.signature = signatureHeader(createHmac('sha256', secret).update(base, 'utf8').digest());
   return headers;
+}
+
+/**
+ * Content-Digest, Signature-Input and Signature of a webhook POST to `path`, signed with the
+ * receiving service's secret (the construction is the client's, which verifyWebhook checks).
+ */
+export function webhookSignedHeaders(
+  secret: string,
+  path: string,
+  rawBody: string,
+  nowS = Math.floor(Date.now() / 1000),
+): Record<string, string> {
+  const digest = contentDigest(rawBody);
+  const { signatureInput, base } = webhookSignatureInput(path, digest, nowS);
+  return {
+    'content-digest': digest,
+    'signature-input': signatureInput,
+    signature: signatureHeader(createHmac('sha256', secret).update(base, 'utf8').digest()),
+  };
 }

@@ -12,6 +12,8 @@ import { createOutboxWorker, OUTBOX_DEFAULTS } from './outbox-worker.js';
 import { createPspWorker, type PspWorkerSettings } from './psp-worker.js';
 import { reconcileStuckIntents } from './reconciliation.js';
 import { createTableMaintenance } from './table-maintenance.js';
+import { createWebhookWorker, WEBHOOK_DEFAULTS } from './webhook-worker.js';
+import { createEventFeedWorker } from './event-feed-worker.js';
 
 export interface WorkersDeps {
   readonly config: Config;
@@ -22,6 +24,8 @@ export interface WorkersDeps {
   readonly log: Logger;
   /** The process's metrics (the app's registry), so /metrics shows the workers' counters. */
   readonly metrics?: WorkerMetrics;
+  /** The services' secrets as currently loaded (reloads included): webhooks are signed with them. */
+  readonly secrets: () => ReadonlyMap<string, readonly string[]>;
 }
 
 export interface RunningWorkers {
@@ -34,8 +38,12 @@ const PSP_BATCH_SIZE_MAX = 10;
 const PSP_RETRY_INTERVALS = 5;
 /** A confirm needs this much of the reservation's lifetime left (capped at half of it). */
 const CONFIRM_MARGIN_S_MAX = 300;
+/** Webhooks of acknowledged events free the next ones of their intents within a run; this paces idle polling. */
+const WEBHOOK_INTERVAL_MS = 250;
 /** Autovacuum's own naptime. */
 const TABLE_MAINTENANCE_INTERVAL_MS = 60_000;
+/** Pruning keeps up with a day's events in small steps; retention is counted in days. */
+const EVENT_PRUNE_INTERVAL_MS = 60_000;
 
 export function pspWorkerSettings(config: Config): PspWorkerSettings {
   return {
@@ -86,9 +94,20 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
             difference: reading.difference,
           },
     );
+  const feed = createEventFeedWorker({ db, log: log.child({ worker: 'event-feed' }), retentionDays: config.eventRetentionDays });
+  const webhooks = createWebhookWorker({
+    db,
+    secrets: deps.secrets,
+    log: log.child({ worker: 'webhooks' }),
+    settings: { ...WEBHOOK_DEFAULTS, retryBaseMs: config.webhookRetryBaseMs },
+    ...metrics,
+  });
   const loops = [
+    startLoop('event-feed', config.eventFeedIntervalMs, () => feed.sequence(), log),
+    startLoop('event-feed-pruning', EVENT_PRUNE_INTERVAL_MS, () => feed.prune(), log),
     startLoop('psp-worker', config.pspWorkerIntervalMs, () => psp.runOnce(), log),
     startLoop('outbox-worker', config.outboxIntervalMs, () => outbox.runOnce(), log),
+    startLoop('webhooks', WEBHOOK_INTERVAL_MS, () => webhooks.runOnce(), log),
     startLoop('balance-monitor', config.balanceMonitorIntervalMs, () => monitor.runOnce().then(countBalanceCheck), log),
   ];
   if (await lacksAutovacuum(db, log)) {

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/adapters/database.js';
 import { createSimulatorServer, type SimulatorServer } from '../../src/adapters/pspx/pspx-simulator.js';
-import { createPayorchClient } from '../../src/client/index.js';
+import { createPayorchClient } from '@payorch/client';
 import { DEMO_CONFIG_FILE, loadConfig, readConfigFile, secretsOf } from '../../src/config.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { createTestSchema, type TestSchema, testPoolMode } from '../support/database.js';

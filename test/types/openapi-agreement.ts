@@ -13,8 +13,8 @@ import type {
   OperationType as SdkOperationType,
   Quote as SdkQuote,
   UserAccount as SdkUserAccount,
-} from '../../src/client/types.js';
-import type { PayorchErrorBody } from '../../src/client/payorch-error.js';
+} from '@payorch/client';
+import type { PayorchErrorBody } from '@payorch/client';
 import type { ErrorCode } from '../../src/domain/errors.js';
 import type { components, operations } from './openapi.js';
 

@@ -58,6 +58,40 @@ export interface paths {
         readonly patch?: never;
         readonly trace?: never;
     };
+    readonly "/livez": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        /** Liveness: the process runs (no database call, no signature) */
+        readonly get: operations["getLiveness"];
+        readonly put?: never;
+        readonly post?: never;
+        readonly delete?: never;
+        readonly options?: never;
+        readonly head?: never;
+        readonly patch?: never;
+        readonly trace?: never;
+    };
+    readonly "/readyz": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        /** Readiness: the database answers and every migration is applied (no signature) */
+        readonly get: operations["getReadiness"];
+        readonly put?: never;
+        readonly post?: never;
+        readonly delete?: never;
+        readonly options?: never;
+        readonly head?: never;
+        readonly patch?: never;
+        readonly trace?: never;
+    };
     readonly "/accounts": {
         readonly parameters: {
             readonly query?: never;
@@ -346,6 +380,40 @@ export interface paths {
         readonly patch?: never;
         readonly trace?: never;
     };
+    readonly "/admin/webhooks/dead": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        /** Webhook deliveries that are dead after the retry window, oldest first */
+        readonly get: operations["listDeadWebhooks"];
+        readonly put?: never;
+        readonly post?: never;
+        readonly delete?: never;
+        readonly options?: never;
+        readonly head?: never;
+        readonly patch?: never;
+        readonly trace?: never;
+    };
+    readonly "/admin/webhooks/dead/{cursor}/redeliver": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        readonly get?: never;
+        readonly put?: never;
+        /** Attempt a dead webhook again now, with a fresh retry window; the later events of its intent follow it */
+        readonly post: operations["redeliverDeadWebhook"];
+        readonly delete?: never;
+        readonly options?: never;
+        readonly head?: never;
+        readonly patch?: never;
+        readonly trace?: never;
+    };
     readonly "/intents": {
         readonly parameters: {
             readonly query?: never;
@@ -519,6 +587,26 @@ export interface paths {
         readonly patch?: never;
         readonly trace?: never;
     };
+    readonly "/events": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        /**
+         * Status changes of the calling service's intents, after a cursor
+         * @description Every status change of the calling service's intents, in the order the service committed them. Follow `nextCursor` (pass it as `after`) to see each change exactly once, with no gap, across restarts. A cursor older than the event retention (EVENT_RETENTION_DAYS) is answered 410 CURSOR_EXPIRED.
+         */
+        readonly get: operations["listEvents"];
+        readonly put?: never;
+        readonly post?: never;
+        readonly delete?: never;
+        readonly options?: never;
+        readonly head?: never;
+        readonly patch?: never;
+        readonly trace?: never;
+    };
     readonly "/admin/intents": {
         readonly parameters: {
             readonly query?: never;
@@ -630,7 +718,7 @@ export interface components {
              * @description machine-readable code; clients decide on this alone
              * @enum {unknown}
              */
-            readonly error: "BAD_REQUEST" | "NO_ROUTE" | "CANCEL_NOT_SUPPORTED" | "PAYER_ACCOUNT_USER_MISMATCH" | "UNAUTHORIZED" | "FORBIDDEN" | "UNAUTHORIZED_ACTOR" | "NOT_FOUND" | "INTENT_NOT_FOUND" | "PAYER_ACCOUNT_NOT_FOUND" | "PENDING_EXPIRED" | "CONFLICT" | "TRANSACTION_IN_PROGRESS" | "ALREADY_PROCESSED" | "EXPIRED" | "VERSION_MISMATCH" | "CANNOT_CANCEL" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "VALIDATION_ERROR" | "ACCOUNT_NOT_FOUND" | "INSUFFICIENT_FUNDS" | "LIMIT_EXCEEDED" | "PSPX_NOT_REGISTERED" | "PSPX_METADATA_INVALID" | "EVAL_ERROR" | "WRONG_STATUS" | "RATE_LIMITED" | "LEDGER_TRANSFER_ERROR" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE" | "PSPX_UNAVAILABLE";
+            readonly error: "BAD_REQUEST" | "NO_ROUTE" | "CANCEL_NOT_SUPPORTED" | "PAYER_ACCOUNT_USER_MISMATCH" | "UNAUTHORIZED" | "FORBIDDEN" | "UNAUTHORIZED_ACTOR" | "NOT_FOUND" | "INTENT_NOT_FOUND" | "PAYER_ACCOUNT_NOT_FOUND" | "PENDING_EXPIRED" | "CONFLICT" | "TRANSACTION_IN_PROGRESS" | "ALREADY_PROCESSED" | "EXPIRED" | "VERSION_MISMATCH" | "CANNOT_CANCEL" | "CURSOR_EXPIRED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "VALIDATION_ERROR" | "ACCOUNT_NOT_FOUND" | "INSUFFICIENT_FUNDS" | "LIMIT_EXCEEDED" | "PSPX_NOT_REGISTERED" | "PSPX_METADATA_INVALID" | "EVAL_ERROR" | "WRONG_STATUS" | "RATE_LIMITED" | "LEDGER_TRANSFER_ERROR" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE" | "PSPX_UNAVAILABLE";
             readonly message?: string;
             readonly detail?: {
                 readonly [key: string]: string;
@@ -1258,6 +1346,10 @@ export interface components {
                 readonly requestsPerSecond: number;
                 readonly burst: number;
             };
+            readonly webhook?: {
+                /** @description http or https, no credentials, the host written as dialled (docs/SECURITY.md, Webhook URLs) */
+                readonly url: string;
+            };
         };
         readonly ServiceKey: {
             readonly serviceId: string;
@@ -1411,6 +1503,88 @@ export interface operations {
                 };
                 content: {
                     readonly "application/json": components["schemas"]["HealthKo"];
+                };
+            };
+        };
+    };
+    readonly getLiveness: {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        readonly requestBody?: never;
+        readonly responses: {
+            /** @description OK */
+            readonly 200: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": {
+                        /** @enum {string} */
+                        readonly status: "ok";
+                    };
+                };
+            };
+            /** @description Internal Server Error */
+            readonly 500: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "INTERNAL_ERROR";
+                    };
+                };
+            };
+        };
+    };
+    readonly getReadiness: {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        readonly requestBody?: never;
+        readonly responses: {
+            /** @description OK */
+            readonly 200: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": {
+                        /** @enum {string} */
+                        readonly status: "ok";
+                    };
+                };
+            };
+            /** @description Internal Server Error */
+            readonly 500: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service Unavailable */
+            readonly 503: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "SERVICE_UNAVAILABLE";
+                    };
                 };
             };
         };
@@ -5673,6 +5847,291 @@ export interface operations {
             };
         };
     };
+    readonly listDeadWebhooks: {
+        readonly parameters: {
+            readonly query: {
+                readonly serviceId?: string;
+                readonly limit: number;
+                readonly offset: number;
+            };
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        readonly requestBody?: never;
+        readonly responses: {
+            /** @description OK */
+            readonly 200: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": {
+                        readonly deadWebhooks: readonly {
+                            readonly cursor: string;
+                            readonly serviceId: string;
+                            /** Format: uuid */
+                            readonly intentId: string;
+                            readonly attempts: number;
+                            readonly firstAttemptAt: string | null;
+                            readonly lastAttemptAt: string | null;
+                            readonly deadAt: string;
+                            readonly lastOutcome: string | null;
+                            readonly lastHttpStatus: number | null;
+                            /** @description later events of the same intent waiting behind this one */
+                            readonly heldBack: number;
+                            /** @description the event as POSTed (GET /events shape) */
+                            readonly event: unknown;
+                        }[];
+                    };
+                };
+            };
+            /** @description Bad Request */
+            readonly 400: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "BAD_REQUEST";
+                    };
+                };
+            };
+            /** @description Unauthorized */
+            readonly 401: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Forbidden */
+            readonly 403: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "FORBIDDEN";
+                    };
+                };
+            };
+            /** @description Unprocessable Entity */
+            readonly 422: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Too Many Requests */
+            readonly 429: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal Server Error */
+            readonly 500: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service Unavailable */
+            readonly 503: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    readonly redeliverDeadWebhook: {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path: {
+                /** @description the event cursor */
+                readonly cursor: string;
+            };
+            readonly cookie?: never;
+        };
+        readonly requestBody?: never;
+        readonly responses: {
+            /** @description Accepted */
+            readonly 202: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": {
+                        readonly cursor: string;
+                        readonly serviceId: string;
+                        /** Format: uuid */
+                        readonly intentId: string;
+                    };
+                };
+            };
+            /** @description Bad Request */
+            readonly 400: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "BAD_REQUEST";
+                    };
+                };
+            };
+            /** @description Unauthorized */
+            readonly 401: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Forbidden */
+            readonly 403: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "FORBIDDEN";
+                    };
+                };
+            };
+            /** @description Not Found */
+            readonly 404: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "NOT_FOUND";
+                    };
+                };
+            };
+            /** @description Conflict */
+            readonly 409: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "CONFLICT";
+                    };
+                };
+            };
+            /** @description Payload Too Large */
+            readonly 413: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description Unsupported Media Type */
+            readonly 415: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "UNSUPPORTED_MEDIA_TYPE";
+                    };
+                };
+            };
+            /** @description Unprocessable Entity */
+            readonly 422: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Too Many Requests */
+            readonly 429: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal Server Error */
+            readonly 500: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service Unavailable */
+            readonly 503: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
     readonly createIntent: {
         readonly parameters: {
             readonly query?: never;
@@ -7007,6 +7466,142 @@ export interface operations {
                     readonly "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         readonly error: "NOT_FOUND";
+                    };
+                };
+            };
+            /** @description Unprocessable Entity */
+            readonly 422: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Too Many Requests */
+            readonly 429: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal Server Error */
+            readonly 500: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service Unavailable */
+            readonly 503: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    readonly listEvents: {
+        readonly parameters: {
+            readonly query: {
+                /** @description nextCursor (or an event cursor) already read; absent: from the oldest kept */
+                readonly after?: string;
+                readonly limit: number;
+            };
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        readonly requestBody?: never;
+        readonly responses: {
+            /** @description OK */
+            readonly 200: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": {
+                        readonly events: readonly {
+                            /** @description opaque; `after` of a later call resumes behind this event */
+                            readonly cursor: string;
+                            /** Format: uuid */
+                            readonly intentId: string;
+                            readonly operationType: string;
+                            /** @description null for the creation */
+                            readonly statusFrom: string | null;
+                            readonly statusTo: string;
+                            readonly amount: components["schemas"]["Money"];
+                            readonly currency: string;
+                            /** Format: date-time */
+                            readonly occurredAt: string;
+                        }[];
+                        readonly nextCursor: string;
+                    };
+                };
+            };
+            /** @description Bad Request */
+            readonly 400: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "BAD_REQUEST";
+                    };
+                };
+            };
+            /** @description Unauthorized */
+            readonly 401: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Forbidden */
+            readonly 403: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "FORBIDDEN";
+                    };
+                };
+            };
+            /** @description Gone */
+            readonly 410: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "CURSOR_EXPIRED";
                     };
                 };
             };

@@ -1,5 +1,8 @@
 import { queryString, type Requester } from './requester.js';
 import type {
+  DeadWebhook,
+  DeadWebhookQuery,
+  WebhookRedelivery,
   AdminIntent,
   AdminIntentPage,
   AdminIntentQuery,
@@ -53,6 +56,11 @@ export interface AdminApi {
   /** Re-reads the service secrets from CONFIG_FILE, as SIGHUP does. */
   reloadConfig(): Promise<{ readonly services: number }>;
   logLevel: { get(): Promise<LogLevel>; set(level: string): Promise<LogLevel> };
+  /** Webhook deliveries that are dead after the retry window, and their redelivery. */
+  webhooks: {
+    dead(query?: DeadWebhookQuery): Promise<{ readonly deadWebhooks: readonly DeadWebhook[] }>;
+    redeliver(cursor: string): Promise<WebhookRedelivery>;
+  };
 }
 
 /** The admin-managed records' routes; the CLI's admin commands name them the same way. */
@@ -102,6 +110,11 @@ export function adminApi(call: Requester): AdminApi {
     logLevel: {
       get: () => call({ method: 'GET', path: '/admin/log-level', retry: true }),
       set: (level) => call({ method: 'PUT', path: '/admin/log-level', json: { level }, retry: true }),
+    },
+    webhooks: {
+      dead: (query = {}) => call({ method: 'GET', path: `/admin/webhooks/dead${queryString({ ...query })}`, retry: true }),
+      // Harmless to repeat, but a repeat after a lost answer would report 409 or 404 for a redelivery that happened.
+      redeliver: (cursor) => call({ method: 'POST', path: `/admin/webhooks/dead/${encodeURIComponent(cursor)}/redeliver`, retry: false }),
     },
   };
 }

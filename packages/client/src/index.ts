@@ -46,8 +46,17 @@ export {
   serializeSignatureParams,
   signatureBase,
   signatureHeader,
+  WEBHOOK_KEYID,
+  webhookSignatureInput,
   xSignatureHeaders,
   xSignatureSigningString,
 } from './signing.js';
 export * from './vocabulary.js';
 export type * from './types.js';
+export {
+  type VerifiedWebhook,
+  verifyWebhook,
+  WEBHOOK_SIGNATURE_WINDOW_S,
+  type WebhookEvent,
+  type WebhookRequest,
+} from './verify-webhook.js';

@@ -123,6 +123,33 @@ export function messageSignatureInput(
   return { headers, base: signatureBase(components, params) };
 }
 
+/** The keyid of every webhook signature: the key is the receiving service's own secret, so the id names the sender. */
+export const WEBHOOK_KEYID = 'payorch';
+
+/**
+ * Signature-Input of a webhook POST to `path`, and its signature base (docs/OPERATIONS.md,
+ * Webhooks): covers "@method" "@path" "content-digest", with `created` and keyid="payorch" and
+ * nothing else. No nonce: a repeated delivery is meant, and the receiver tells it by its
+ * Idempotency-Key. The URL's query is the receiver's own business and is not covered. The sender
+ * signs this, and verifyWebhook requires exactly this text, so neither side parses it.
+ */
+export function webhookSignatureInput(
+  path: string,
+  contentDigest: string,
+  created: number,
+): { readonly signatureInput: string; readonly base: string } {
+  const components: Component[] = [
+    ['@method', 'POST'],
+    ['@path', path],
+    ['content-digest', contentDigest],
+  ];
+  const params = serializeSignatureParams(
+    components.map(([name]) => name),
+    { keyid: WEBHOOK_KEYID, created },
+  );
+  return { signatureInput: `${SIGNATURE_LABEL}=${params}`, base: signatureBase(components, params) };
+}
+
 /** The Signature header from the HMAC-SHA256 of the base. */
 export const signatureHeader = (mac: Uint8Array): string => `${SIGNATURE_LABEL}=:${base64(mac)}:`;
 

@@ -475,3 +475,34 @@ export interface LogLevel {
   readonly level: string;
   readonly previous?: string;
 }
+
+/** A webhook delivery that is dead after the 72 h retry window (GET /admin/webhooks/dead). */
+export interface DeadWebhook {
+  readonly cursor: string;
+  readonly serviceId: string;
+  readonly intentId: string;
+  readonly attempts: number;
+  readonly firstAttemptAt: string | null;
+  readonly lastAttemptAt: string | null;
+  readonly deadAt: string;
+  /** `http_error`, `timeout`, `network_error` or `no_secret`. */
+  readonly lastOutcome: string | null;
+  readonly lastHttpStatus: number | null;
+  /** Later events of the same intent waiting behind this one. */
+  readonly heldBack: number;
+  /** The event as POSTed. */
+  readonly event: unknown;
+}
+
+export interface DeadWebhookQuery {
+  readonly serviceId?: string;
+  readonly limit?: number;
+  readonly offset?: number;
+}
+
+/** POST /admin/webhooks/dead/{cursor}/redeliver: the delivery is due again now. */
+export interface WebhookRedelivery {
+  readonly cursor: string;
+  readonly serviceId: string;
+  readonly intentId: string;
+}

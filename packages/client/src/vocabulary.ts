@@ -108,6 +108,8 @@ export const ERROR_STATUS = {
   EXPIRED: 409,
   VERSION_MISMATCH: 409,
   CANNOT_CANCEL: 409,
+  /** A feed cursor older than the event retention: the events after it were pruned (docs/EVENTS.md). */
+  CURSOR_EXPIRED: 410,
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
   VALIDATION_ERROR: 422,

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import type { Sql } from '../../adapters/database.js';
 
-export const ADMIN_ACTIONS = ['create', 'update', 'deactivate', 'reload', 'log-level'] as const;
+export const ADMIN_ACTIONS = ['create', 'update', 'deactivate', 'reload', 'log-level', 'redeliver'] as const;
 export type AdminAction = (typeof ADMIN_ACTIONS)[number];
 
 export interface AdminChange {

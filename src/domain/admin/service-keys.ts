@@ -1,6 +1,7 @@
 import Type, { type Static } from 'typebox';
 import { apiError } from '../errors.js';
 import { ACCOUNT_TYPES, ENTITY_TYPES } from '../model.js';
+import { WEBHOOK_URL_LENGTH_MAX, webhookUrlProblem } from '../webhooks/webhook-url.js';
 import { type AdminEntity, read } from './admin-entity.js';
 import { ActiveField, Timestamp } from './record-schema.js';
 
@@ -28,6 +29,19 @@ export const Permissions = Type.Object(
         {
           requestsPerSecond: Type.Number({ exclusiveMinimum: 0, maximum: 1_000_000 }),
           burst: Type.Integer({ minimum: 1, maximum: 1_000_000 }),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    /** Where this service's events are POSTed, signed with its secret (docs/OPERATIONS.md, Webhooks). */
+    webhook: Type.Optional(
+      Type.Object(
+        {
+          url: Type.String({
+            minLength: 1,
+            maxLength: WEBHOOK_URL_LENGTH_MAX,
+            description: 'http or https, no credentials, the host written as dialled (docs/SECURITY.md, Webhook URLs)',
+          }),
         },
         { additionalProperties: false },
       ),
@@ -87,15 +101,29 @@ export const serviceKeys: AdminEntity<ServiceKeyRecord> = {
   keyOf: (record) => record.serviceId,
 };
 
-/** The override patterns are used as regular expressions on every intent; refuse one that is not. */
-export function checkPermissions(permissions: Permissions): void {
+/**
+ * What the schema cannot say about a permissions object, as `field: problem` lines: override
+ * patterns are used as regular expressions on every intent, and the webhook URL is dialled by the
+ * workers. The API answers them as 422, CONFIG_FILE refuses to start on them.
+ */
+export function permissionProblems(permissions: Permissions): string[] {
+  const problems: string[] = [];
   for (const side of ['fromAccountOverride', 'toAccountOverride'] as const) {
     const pattern = permissions[side]?.namePattern;
     if (pattern === undefined) continue;
     try {
       new RegExp(pattern);
     } catch {
-      throw apiError('VALIDATION_ERROR', `body.permissions.${side}.namePattern: is not a regular expression`);
+      problems.push(`${side}.namePattern: is not a regular expression`);
     }
   }
+  const webhookUrl = permissions.webhook?.url;
+  const urlProblem = webhookUrl === undefined ? undefined : webhookUrlProblem(webhookUrl);
+  if (urlProblem !== undefined) problems.push(`webhook.url: ${urlProblem}`);
+  return problems;
+}
+
+export function checkPermissions(permissions: Permissions): void {
+  const [problem] = permissionProblems(permissions);
+  if (problem !== undefined) throw apiError('VALIDATION_ERROR', `body.permissions.${problem}`);
 }

@@ -20,6 +20,7 @@ const TAGS = [
   { name: 'invoices', description: 'Two-phase merchant invoices: confirm and cancel' },
   { name: 'accounts', description: 'Ledger accounts, balances, history and PSPX wallets' },
   { name: 'policies', description: 'Step-up decisions' },
+  { name: 'events', description: "The calling service's status changes as a durable feed" },
   { name: 'admin', description: 'Operator API: a key with admin permission, or the admin bearer token' },
   { name: 'health', description: 'Probes, metrics and this document (no signature)' },
   { name: 'console', description: 'The operator console (no signature; it calls the admin API)' },

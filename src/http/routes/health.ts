@@ -5,7 +5,7 @@ import type { Sql } from '../../adapters/database.js';
 import type { Ledger } from '../../ledger/ledger.js';
 import { MigrationChangedError, migrationStatus } from '../../adapters/migrations.js';
 import { apiError } from '../../domain/errors.js';
-import { ErrorResponse } from '../schemas.js';
+import { responses } from '../schemas.js';
 
 export const EVENT_LOOP_DELAY_MAX_MS = 1000;
 const tickIntervalMs = 100;
@@ -75,12 +75,32 @@ export function healthRoutes(app: App, deps: { sql: Sql; ledger: Ledger; version
  * take pods out of rotation (readiness), not have every one of them restarted.
  */
 export function probeRoutes(app: App, deps: { sql: Sql }) {
-  app.get('/livez', { config: { auth: 'none' }, schema: { tags: ['health'], security: [], response: { 200: Alive } } }, async () => ({
-    status: 'ok' as const,
-  }));
+  app.get(
+    '/livez',
+    {
+      config: { auth: 'none' },
+      schema: {
+        tags: ['health'],
+        operationId: 'getLiveness',
+        summary: 'Liveness: the process runs (no database call, no signature)',
+        security: [],
+        response: { 200: Alive },
+      },
+    },
+    async () => ({ status: 'ok' as const }),
+  );
   app.get(
     '/readyz',
-    { config: { auth: 'none' }, schema: { tags: ['health'], security: [], response: { 200: Alive, 503: ErrorResponse } } },
+    {
+      config: { auth: 'none' },
+      schema: {
+        tags: ['health'],
+        operationId: 'getReadiness',
+        summary: 'Readiness: the database answers and every migration is applied (no signature)',
+        security: [],
+        response: responses({ 200: Alive }, ['SERVICE_UNAVAILABLE']),
+      },
+    },
     async (request) => {
       let pending: readonly string[];
       try {

@@ -17,6 +17,7 @@ import { createFeeEngine, type FeeEngine } from '../../../domain/fees/index.js';
 import { crudRoutes } from './crud.js';
 import { IdParams } from './schemas.js';
 import { adminSystemRoutes, type ReloadSecrets } from './system.js';
+import { adminWebhookRoutes } from './webhooks.js';
 
 export interface AdminDeps {
   readonly db: Database;
@@ -101,4 +102,5 @@ export async function adminRoutes(app: App, deps: AdminDeps): Promise<void> {
     },
   });
   adminSystemRoutes(app, { db, reloadSecrets: deps.reloadSecrets });
+  adminWebhookRoutes(app, db);
 }

@@ -1,0 +1,72 @@
+import Type from 'typebox';
+import type { Database } from '../../adapters/database.js';
+import { apiError } from '../../domain/errors.js';
+import { decodeFeedCursor, encodeFeedCursor } from '../../domain/events/feed-cursor.js';
+import { feedEventView, readFeed, sequenceFeed } from '../../domain/events/feed.js';
+import type { App } from '../typed-app.js';
+import { Money, responses, Uuid } from '../schemas.js';
+
+/** docs/rules.md R54. */
+export const EVENTS_LIMIT_DEFAULT = 100;
+export const EVENTS_LIMIT_MAX = 500;
+
+const EventsQuery = Type.Object(
+  {
+    after: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 200,
+        description: 'nextCursor (or an event cursor) already read; absent: from the oldest kept',
+      }),
+    ),
+    limit: Type.Integer({ minimum: 1, maximum: EVENTS_LIMIT_MAX, default: EVENTS_LIMIT_DEFAULT }),
+  },
+  { additionalProperties: false },
+);
+
+export const FeedEventView = Type.Object({
+  cursor: Type.String({ description: 'opaque; `after` of a later call resumes behind this event' }),
+  intentId: Uuid,
+  operationType: Type.String(),
+  statusFrom: Type.Union([Type.String(), Type.Null()], { description: 'null for the creation' }),
+  statusTo: Type.String(),
+  amount: Money,
+  currency: Type.String(),
+  occurredAt: Type.String({ format: 'date-time' }),
+});
+
+const DESCRIPTION =
+  "Every status change of the calling service's intents, in the order the service committed them. " +
+  'Follow `nextCursor` (pass it as `after`) to see each change exactly once, with no gap, across restarts. ' +
+  'A cursor older than the event retention (EVENT_RETENTION_DAYS) is answered 410 CURSOR_EXPIRED.';
+
+/** GET /events: the calling service's event feed (docs/EVENTS.md). */
+export function eventRoutes(app: App, deps: { readonly db: Database }): void {
+  app.get(
+    '/events',
+    {
+      schema: {
+        tags: ['events'],
+        operationId: 'listEvents',
+        summary: "Status changes of the calling service's intents, after a cursor",
+        description: DESCRIPTION,
+        querystring: EventsQuery,
+        response: responses({ 200: Type.Object({ events: Type.Array(FeedEventView), nextCursor: Type.String() }) }, ['CURSOR_EXPIRED']),
+      },
+    },
+    async (request) => {
+      const { after, limit } = request.query;
+      const afterSeq = after === undefined ? null : decodeFeedCursor(after);
+      if (afterSeq === null && after !== undefined) throw apiError('VALIDATION_ERROR', 'querystring.after: not a cursor this feed issued');
+      // Numbers what committed since the last step, so a reader never waits for the worker's
+      // tick; when another step holds the lock, that one is doing it.
+      await sequenceFeed(deps.db);
+      const page = await readFeed(deps.db, { serviceId: request.caller.serviceId, afterSeq, limit });
+      if (afterSeq !== null && afterSeq > page.lastSeq)
+        throw apiError('VALIDATION_ERROR', 'querystring.after: not a cursor this feed issued');
+      if (afterSeq !== null && afterSeq < page.prunedThroughSeq)
+        throw apiError('CURSOR_EXPIRED', 'the events after this cursor are past the retention and were pruned; read again without after');
+      return { events: page.events.map(feedEventView), nextCursor: encodeFeedCursor(page.nextSeq) };
+    },
+  );
+}

@@ -1,0 +1,143 @@
+import assert from 'node:assert/strict';
+import type { Database } from '../adapters/database.js';
+import type { Logger } from '../adapters/logger.js';
+import type { WorkerMetrics } from '../adapters/metrics.js';
+import { sequenceFeed } from '../domain/events/feed.js';
+import { webhookSignedHeaders } from '../domain/message-signing.js';
+import {
+  acknowledgeDelivery,
+  type ClaimedDelivery,
+  claimDueDeliveries,
+  type FailedOutcome,
+  recordFailedAttempt,
+  servicesWithWebhooks,
+  takeFeedPage,
+} from '../domain/webhooks/deliveries.js';
+import { WEBHOOK_RETRY_WINDOW_MS, webhookIsDead, webhookRetryDelayMs } from '../domain/webhooks/retry-schedule.js';
+
+/**
+ * The webhook worker (docs/OPERATIONS.md, Webhooks) runs in every workers process: taking the feed
+ * into deliveries locks one service's cursor row, claiming deliveries skips rows another process
+ * holds, so any number of processes deliver side by side and none has to be elected. Slow
+ * receivers (up to the 10 s timeout each) are what limits delivery, so more processes help.
+ */
+
+export interface WebhookWorkerSettings {
+  /** Deliveries attempted at once per claim. */
+  readonly batchSizeMax: number;
+  /** Events taken from one service's feed per run (the feed's own page limit). */
+  readonly feedPageSizeMax: number;
+  /** Claims per run: each round frees the next event of the intents it delivered. */
+  readonly roundsMax: number;
+  /** No answer within this is a failed attempt (R55: 10 s). */
+  readonly timeoutMs: number;
+  /** A claimed row is left alone this long; longer than the timeout, so only a dead worker's claim runs out. */
+  readonly leaseMs: number;
+  readonly retryBaseMs: number;
+  readonly retryWindowMs: number;
+}
+
+export const WEBHOOK_DEFAULTS = {
+  batchSizeMax: 50,
+  feedPageSizeMax: 500,
+  roundsMax: 20,
+  timeoutMs: 10_000,
+  leaseMs: 30_000,
+  retryBaseMs: 1000,
+  retryWindowMs: WEBHOOK_RETRY_WINDOW_MS,
+} as const satisfies WebhookWorkerSettings;
+
+export interface WebhookWorkerDeps {
+  readonly db: Database;
+  /** The services' secrets as loaded now (reloads included); the first one listed signs. */
+  readonly secrets: () => ReadonlyMap<string, readonly string[]>;
+  readonly log: Logger;
+  readonly settings: WebhookWorkerSettings;
+  readonly metrics?: WorkerMetrics;
+  readonly fetch?: typeof fetch;
+}
+
+export interface WebhookRun {
+  readonly taken: number;
+  readonly acknowledged: number;
+  readonly failed: number;
+}
+
+export interface WebhookWorker {
+  runOnce(): Promise<WebhookRun>;
+}
+
+type AttemptResult = { readonly outcome: 'acknowledged' } | { readonly outcome: FailedOutcome; readonly httpStatus?: number };
+
+export function createWebhookWorker(deps: WebhookWorkerDeps): WebhookWorker {
+  const { db, settings, log } = deps;
+  assert.ok(settings.leaseMs > settings.timeoutMs, 'a lease must outlast the attempt it covers');
+  assert.ok(settings.batchSizeMax > 0 && settings.roundsMax > 0 && settings.feedPageSizeMax > 0, 'webhook limits must be > 0');
+  const send = deps.fetch ?? fetch;
+
+  async function attempt(delivery: ClaimedDelivery): Promise<AttemptResult> {
+    const secret = deps.secrets().get(delivery.serviceId)?.[0];
+    if (secret === undefined) return { outcome: 'no_secret' };
+    const url = new URL(delivery.url);
+    const headers = {
+      'content-type': 'application/json',
+      'idempotency-key': delivery.cursor,
+      ...webhookSignedHeaders(secret, url.pathname, delivery.body),
+    };
+    try {
+      // No redirects: a 3xx would send the signed event to a place the key does not name.
+      const response = await send(url, {
+        method: 'POST',
+        headers,
+        body: delivery.body,
+        redirect: 'manual',
+        signal: AbortSignal.timeout(settings.timeoutMs),
+      });
+      await response.body?.cancel();
+      if (response.status >= 200 && response.status < 300) return { outcome: 'acknowledged' };
+      return { outcome: 'http_error', httpStatus: response.status };
+    } catch (error) {
+      return { outcome: error instanceof DOMException && error.name === 'TimeoutError' ? 'timeout' : 'network_error' };
+    }
+  }
+
+  async function deliver(delivery: ClaimedDelivery): Promise<boolean> {
+    const result = await attempt(delivery);
+    deps.metrics?.webhookAttempt(result.outcome);
+    if (result.outcome === 'acknowledged') {
+      await acknowledgeDelivery(db, delivery.id);
+      return true;
+    }
+    const retryInMs = webhookRetryDelayMs(settings.retryBaseMs, delivery.attempt);
+    const dead = webhookIsDead(delivery.sinceFirstAttemptMs, retryInMs, settings.retryWindowMs);
+    const httpStatus = 'httpStatus' in result ? result.httpStatus : undefined;
+    await recordFailedAttempt(db, { id: delivery.id, attempt: delivery.attempt, outcome: result.outcome, httpStatus, retryInMs, dead });
+    const fields = { event: dead ? 'webhook_dead' : 'webhook_failed', serviceId: delivery.serviceId, cursor: delivery.cursor };
+    const detail = { ...fields, attempt: delivery.attempt, outcome: result.outcome, httpStatus, retryInMs };
+    if (dead) log.error(detail, 'webhook delivery is dead: the retry window is over (GET /admin/webhooks/dead)');
+    else log.warn(detail, 'webhook attempt failed; tried again later');
+    return false;
+  }
+
+  return {
+    async runOnce() {
+      // Numbers what committed since the feed worker's last step, so a run sees the newest events.
+      await sequenceFeed(db);
+      let taken = 0;
+      for (const serviceId of await servicesWithWebhooks(db)) {
+        taken += await takeFeedPage(db, serviceId, settings.feedPageSizeMax);
+      }
+      let acknowledged = 0;
+      let failed = 0;
+      for (let round = 0; round < settings.roundsMax; round++) {
+        const claimed = await claimDueDeliveries(db, settings.batchSizeMax, settings.leaseMs);
+        if (claimed.length === 0) break;
+        const results = await Promise.all(claimed.map(deliver));
+        const delivered = results.filter(Boolean).length;
+        acknowledged += delivered;
+        failed += results.length - delivered;
+      }
+      return { taken, acknowledged, failed };
+    },
+  };
+}
