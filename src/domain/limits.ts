@@ -17,12 +17,7 @@ export interface LimitSubject {
   /** Owners of the two accounts; a side without an owner is not limited (docs/rules.md R21). */
   readonly fromUserId: number | null;
   readonly toUserId: number | null;
-  /** The intent being checked, when it is already stored in the same transaction: not its own usage. */
-  readonly intentId?: string;
 }
-
-/** Statuses whose money counts as used: settled, or reserved and on its way (docs/rules.md R21). */
-const COUNTED_STATUSES = "('AUTHORIZED', 'SETTLED')";
 
 function windowStart(window: LimitWindow, now: Date): Date | null {
   switch (window) {
@@ -106,37 +101,4 @@ export function limitExceeded(check: LimitCheck, current: bigint) {
       requested: check.requested.toString(),
     },
   });
-}
-
-/**
- * Checks every active rule that applies; the first breach is a 422 LIMIT_EXCEEDED.
- * Called while the payer's lock is held, so two payments of one payer cannot both slip under a cap.
- */
-export async function enforceLimits(sql: Sql, subject: LimitSubject, now = new Date()): Promise<void> {
-  if (subject.fromUserId === null && subject.toUserId === null) return;
-  const rules = await loadLimitRules(sql, subject.operationType, subject.currency);
-  for (const check of limitChecks(rules, subject, now)) {
-    const current = await usage(sql, check.rule, check.side, check.userId, check.since, subject.intentId ?? null);
-    if (current + check.requested > check.rule.limit) throw limitExceeded(check, current);
-  }
-}
-
-async function usage(
-  sql: Sql,
-  rule: LimitRule,
-  side: 'from' | 'to',
-  userId: number,
-  since: Date | null,
-  excludedIntentId: string | null,
-): Promise<bigint> {
-  if (since === null) return 0n;
-  const column = side === 'from' ? 'from_user_id' : 'to_user_id';
-  const measure = rule.limitType === 'AMOUNT' ? 'coalesce(sum(amount), 0)::bigint' : 'count(*)::bigint';
-  const { rows } = await sql.query<{ used: bigint }>(
-    `SELECT ${measure} AS used FROM intents
-      WHERE ${column} = $1 AND status IN ${COUNTED_STATUSES} AND created_at >= $2 AND currency = $3
-        AND ($4 = '*' OR operation_type = $4) AND ($5::uuid IS NULL OR id <> $5::uuid)`,
-    [userId, since, rule.currency, rule.operationType, excludedIntentId],
-  );
-  return rows[0]?.used ?? 0n;
 }

@@ -123,7 +123,7 @@ describe('moveIntent', () => {
 });
 
 describe('one writer', () => {
-  it('no file but the writer and group commit updates the intents table', () => {
+  it('no file but the writer and the two group commits (new intents, invoice confirms) updates the intents table', () => {
     const root = join(import.meta.dirname, '../../src');
     const files = (dir: string): string[] =>
       readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
@@ -133,6 +133,10 @@ describe('one writer', () => {
       .filter((file) => /update\s+intents\b/i.test(readFileSync(file, 'utf8')))
       .map((file) => relative(root, file))
       .sort();
-    expect(writers).toEqual(['domain/intents/commit/intent-commit.ts', 'domain/intents/store/intent-writer.ts']);
+    expect(writers).toEqual([
+      'domain/intents/commit/confirm-commit.ts',
+      'domain/intents/commit/intent-commit.ts',
+      'domain/intents/store/intent-writer.ts',
+    ]);
   });
 });

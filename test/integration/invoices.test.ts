@@ -3,7 +3,7 @@ import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type Broker, createBroker } from '../../src/adapters/broker.js';
 import { ApiError } from '../../src/domain/errors.js';
-import { confirmInvoice } from '../../src/domain/intents/invoices/confirm-invoice.js';
+import { type ConfirmAnswer, confirmInvoice } from '../../src/domain/intents/invoices/confirm-invoice.js';
 import { createFeeEngine, type FeeEngine } from '../../src/domain/fees/index.js';
 import { sharedAccountLookup } from '../../src/domain/accounts.js';
 import { IntentCommitter } from '../../src/domain/intents/commit/intent-commit.js';
@@ -154,6 +154,25 @@ const SETTLED_TRAIL = [
   ['VALIDATED', 'AUTHORIZED', null],
   ['AUTHORIZED', 'SETTLED', null],
 ];
+
+/**
+ * The races are about the invoices, not the sandbox: on a loaded machine, dozens of concurrent fee
+ * evaluations (with PGlite on the same thread as the sandbox's watchdog) can meet the default
+ * 100 ms wall-time cut and answer 422 EVAL_ERROR instead of the race's outcome.
+ */
+const RACE_FEE_WALL_LIMIT_MS = 5_000;
+
+/** The dependencies of one simulated instance: its own in-process locks and its own group commit. */
+const instance = (fees: FeeEngine, observeBatch?: (size: number) => void) => ({
+  db: t.db,
+  ledger: t.ledger,
+  fees,
+  publisher: new StatusPublisher(tap.broker, quiet),
+  locks: new PayerLocks(),
+  committer: new IntentCommitter(t.db, t.ledger, observeBatch),
+  accounts: sharedAccountLookup(t.db),
+  settings: t.config,
+});
 
 const delta = (after: Record<string, string>, before: Record<string, string>, name: string) =>
   BigInt(after[name] ?? '0') - BigInt(before[name] ?? '0');
@@ -713,21 +732,11 @@ describe('races (docs/rules.md R26)', () => {
     const amount = 1_500;
     const intentId = await issued(amount);
     const before = await balances(t, [wallet(U6), MERCHANT_ACCOUNT]);
-    const fees: FeeEngine = await createFeeEngine();
+    const fees: FeeEngine = await createFeeEngine({ wallLimitMs: RACE_FEE_WALL_LIMIT_MS });
     try {
-      const instance = () => ({
-        db: t.db,
-        ledger: t.ledger,
-        fees,
-        publisher: new StatusPublisher(tap.broker, quiet),
-        locks: new PayerLocks(),
-        committer: new IntentCommitter(t.db, t.ledger),
-        accounts: sharedAccountLookup(t.db),
-        settings: t.config,
-      });
       const outcomes = await Promise.allSettled(
         Array.from({ length: 30 }, () =>
-          confirmInvoice(instance(), {
+          confirmInvoice(instance(fees), {
             serviceId: ISSUER_SERVICE,
             intentId,
             actor: U6,
@@ -754,6 +763,98 @@ describe('races (docs/rules.md R26)', () => {
     expect(delta(after, before, wallet(U6))).toBe(-(BigInt(amount) + PRE_FEE));
     expect(delta(after, before, MERCHANT_ACCOUNT)).toBe(BigInt(amount) - postFeeOf(amount));
     expect(await trail(intentId)).toEqual(SETTLED_TRAIL);
+  });
+
+  it('confirms committed in one batch, racing cancels and another instance: one winner per invoice, money moved once per SETTLED', async () => {
+    const amount = 1_000;
+    // The payers of this test only: one without funds, and the other instance's own, so that no
+    // payer's lock (docs/rules.md R22) is contended and every refusal below comes from the invoice's race.
+    const payers = Array.from({ length: 12 }, (_, i) => 4120 + i);
+    const rivals = Array.from({ length: 12 }, (_, i) => 4140 + i);
+    for (const user of [...payers, ...rivals]) await createUser(t, user);
+    for (const user of [...payers.slice(1), ...rivals]) await topUp(t, user, 100_000);
+    const invoices: string[] = [];
+    for (let i = 0; i < payers.length; i += 1) invoices.push(await issued(amount));
+    const names = [...payers.map(wallet), ...rivals.map(wallet), MERCHANT_ACCOUNT];
+    const batches: number[] = [];
+    let before: Record<string, string> = {};
+    const fees: FeeEngine = await createFeeEngine({ wallLimitMs: RACE_FEE_WALL_LIMIT_MS });
+    const confirmBy = (deps: ReturnType<typeof instance>, intentId: string, payer: number) =>
+      confirmInvoice(deps, {
+        serviceId: ISSUER_SERVICE,
+        intentId,
+        actor: payer,
+        expectedVersion: 0,
+        payerLedgerAccountId: ledgerAccountId(wallet(payer)),
+        payerUserId: payer,
+        idempotencyKey: randomUUID(),
+        log: quiet,
+      });
+    let outcomes: Array<{
+      mine: PromiseSettledResult<ConfirmAnswer>;
+      rival?: PromiseSettledResult<ConfirmAnswer>;
+      canceled?: LightMyRequestResponse;
+    }>;
+    try {
+      const main = instance(fees, (size) => batches.push(size));
+      const other = instance(fees);
+      // One confirm first, so that the batch sizes below are those of the race alone.
+      expect((await confirmBy(main, await issued(amount), rivals[0]!)).intent.status).toBe('SETTLED');
+      batches.length = 0;
+      before = await balances(t, names);
+      // Invoice i: 0 mod 3 confirmed alone, 1 mod 3 raced by a cancel, 2 mod 3 raced by a confirm of another instance.
+      outcomes = await Promise.all(
+        invoices.map(async (intentId, i) => {
+          const [mine, rival, canceled] = await Promise.all([
+            Promise.allSettled([confirmBy(main, intentId, payers[i]!)]),
+            i % 3 === 2 ? Promise.allSettled([confirmBy(other, intentId, rivals[i]!)]) : undefined,
+            i % 3 === 1 ? cancel(intentId) : undefined,
+          ]);
+          return { mine: mine[0]!, ...(rival === undefined ? {} : { rival: rival[0]! }), ...(canceled === undefined ? {} : { canceled }) };
+        }),
+      );
+    } finally {
+      await fees.dispose();
+    }
+    expect(Math.max(...batches), `confirm batches ${batches.join(', ')}`).toBeGreaterThan(1);
+    const after = await balances(t, names);
+    const paid = -(BigInt(amount) + PRE_FEE);
+    let settled = 0n;
+    for (const [i, intentId] of invoices.entries()) {
+      const { mine, rival, canceled } = outcomes[i]!;
+      const row = await stored(intentId);
+      const path = (await trail(intentId)).map(([, to]) => to);
+      const answer = (o: PromiseSettledResult<ConfirmAnswer> | undefined) =>
+        o?.status === 'fulfilled' ? o.value.intent.status : (o?.reason as ApiError | undefined)?.toBody();
+      if (i === 0) {
+        // No funds: the batch's ledger call refused this reservation alone.
+        expect(row).toMatchObject({ status: 'FAILED', failure_reason: 'insufficient_funds', version: 1 });
+        expect(answer(mine)).toBe('FAILED');
+        expect(path).toEqual(['CREATED', 'VALIDATED', 'FAILED']);
+        continue;
+      }
+      if (row?.status === 'CANCELED') {
+        expect(canceled?.statusCode).toBe(200);
+        expect(answer(mine)).toEqual({ error: 'ALREADY_PROCESSED', status: 'CANCELED' });
+        expect(path).toEqual(['CREATED', 'CANCELED']);
+        expect(delta(after, before, wallet(payers[i]!))).toBe(0n);
+        continue;
+      }
+      expect(row?.status, `invoice ${i}`).toBe('SETTLED');
+      expect(path).toEqual(['CREATED', 'VALIDATED', 'AUTHORIZED', 'SETTLED']);
+      settled += 1n;
+      if (canceled !== undefined) expect(canceled.json()).toEqual({ error: 'CANNOT_CANCEL', status: 'SETTLED' });
+      const winner = Number(row?.redeemed_by_user_id);
+      const contenders: Array<[number, PromiseSettledResult<ConfirmAnswer>]> = [[payers[i]!, mine]];
+      if (rival !== undefined) contenders.push([rivals[i]!, rival]);
+      for (const [payer, outcome] of contenders) {
+        const won = payer === winner;
+        expect(answer(outcome)).toEqual(won ? 'SETTLED' : { error: 'ALREADY_PROCESSED', status: 'SETTLED' });
+        expect(delta(after, before, wallet(payer))).toBe(won ? paid : 0n);
+      }
+    }
+    expect(delta(after, before, MERCHANT_ACCOUNT)).toBe(settled * (BigInt(amount) - postFeeOf(amount)));
+    console.info(`confirm batches on ${t.db.kind}: ${batches.join(', ')}; ${settled} of ${invoices.length} invoices SETTLED`);
   });
 
   it('confirm racing cancel racing the sweep around expiresAt: exactly one wins, the trail is a valid path', async () => {

@@ -2,8 +2,9 @@ import type { Database, Sql, Tx } from '../../../adapters/database.js';
 import { withIntentIds } from '../../../adapters/tracing.js';
 import type { CreateTransferError, CreateTransferResult, Ledger, TransferInput } from '../../../ledger/ledger.js';
 import { type ApiError, apiError, assertNever } from '../../errors.js';
-import { moneyOutcomeOf } from '../money/apply-transfers.js';
-import { type LimitCheck, limitExceeded } from '../../limits.js';
+import { ledgerResultsPerIntent, moneyOutcomeOf, voidRefusedChains } from '../money/apply-transfers.js';
+import { checkJson, type Guard, type GuardRefusal, recipientLimitKeysOf, refusalError } from './guard.js';
+import { type ConfirmCommit, type ConfirmOutcome, commitConfirmBatch } from './confirm-commit.js';
 import { GroupCommit } from './group-commit.js';
 import { type HistoryRow, type NewIntent, newIntentRow, type Transition } from '../store/intent-store.js';
 import { voidTransfer } from '../money/money-path.js';
@@ -19,13 +20,6 @@ import { PAYER_LOCK_CLASS, RECIPIENT_LIMIT_LOCK_CLASS } from '../create/payer-lo
  * opening statement, see LedgerCall), one statement with every audit event and history row,
  * COMMIT.
  */
-
-export interface Guard {
-  /** The payer whose advisory lock (docs/rules.md R22) this transaction takes; null: none. */
-  readonly payerUserId: number | null;
-  /** docs/rules.md R21 comparisons, evaluated under that lock in this order. */
-  readonly checks: readonly LimitCheck[];
-}
 
 export interface IntentCommit {
   /** transferIds already set. */
@@ -72,6 +66,7 @@ const PGLITE_GATHER_MS = 3;
 
 export class IntentCommitter {
   private readonly group: GroupCommit<IntentCommit, CommitOutcome>;
+  private readonly confirms: GroupCommit<ConfirmCommit, ConfirmOutcome>;
 
   constructor(db: Database, ledger: Ledger, observeBatch: (size: number) => void = () => {}) {
     // PostgreSQL pipelines statements, so the ledger call can leave with intent_open_batch; PGlite
@@ -95,7 +90,7 @@ export class IntentCommitter {
       flushesMax: FLUSHES_MAX,
       // A payment refused by the ledger still counted in the recipient limits of the intents
       // opened after it in its batch: intents checked against one recipient's limits go apart.
-      keysOf: (item) => item.guard.checks.filter((check) => check.side === 'to').map((check) => `to:${check.userId}`),
+      keysOf: (item) => recipientLimitKeysOf(item.guard),
       // Users' wallets are guarded accounts, one balance row each, locked by the ledger call until
       // COMMIT: a batch that needs a wallet another batch holds waits here rather than in the
       // database, holding its own locks and connection (see docs/PERFORMANCE.md, Group commit).
@@ -106,10 +101,30 @@ export class IntentCommitter {
       // batch (see docs/PERFORMANCE.md, Group commit).
       gatherMs: db.kind === 'pglite' ? PGLITE_GATHER_MS : 0,
     });
+    // Invoice confirms batch apart from new intents: they claim rows that exist instead of
+    // inserting, and a batch of each can commit at once. The same keys and the same pause hold.
+    this.confirms = new GroupCommit(
+      async (batch) => {
+        const outcomes = await db.transaction((tx) => commitConfirmBatch(tx, ledger, batch));
+        observeBatch(batch.length);
+        return outcomes;
+      },
+      {
+        batchMax: BATCH_MAX,
+        flushesMax: FLUSHES_MAX,
+        keysOf: (item) => recipientLimitKeysOf(item.guard),
+        gatherMs: db.kind === 'pglite' ? PGLITE_GATHER_MS : 0,
+      },
+    );
   }
 
   commit(item: IntentCommit): Promise<CommitOutcome> {
     return this.group.submit(item);
+  }
+
+  /** An invoice confirm (confirm-commit.ts), committed with the confirms that arrive meanwhile. */
+  confirm(item: ConfirmCommit): Promise<ConfirmOutcome> {
+    return this.confirms.submit(item);
   }
 }
 
@@ -121,7 +136,6 @@ function walletKeysOf(intent: NewIntent): string[] {
 }
 
 type Opened = { createdAt: string } | { duplicate: true } | GuardRefusal;
-type GuardRefusal = { refusal: 'locked' } | { refusal: 'limit'; index: number; current: string };
 
 /**
  * When the ledger call is sent. 'after-open': once intent_open_batch has answered, with the
@@ -202,12 +216,7 @@ export async function commitBatch(
         assertNever(money);
     }
   });
-  if (voids.length > 0) {
-    const refused = (await ledger.createTransfers(tx, voids)).filter((f) => f.result !== 'exists');
-    // Rolls back the batch, reservations included: no money is left held.
-    if (refused.length > 0)
-      throw new Error(`ledger refused to void: ${refused.map((f) => `${voids[f.index]?.pendingId} ${f.result}`).join(', ')}`);
-  }
+  await voidRefusedChains(tx, ledger, voids);
   closeBatch(tx, closing);
   return outcomes.map((o) => o!);
 }
@@ -226,29 +235,6 @@ async function openBatch(tx: Sql, batch: readonly IntentCommit[]): Promise<Opene
   const opened = rows[0]?.opened ?? [];
   if (opened.length !== batch.length) throw new Error(`intent_open_batch answered ${opened.length} of ${batch.length}`);
   return opened;
-}
-
-/**
- * One ledger call for the transfers of every intent; answers the ledger's results per intent,
- * with indexes within that intent's own transfers.
- */
-async function ledgerResultsPerIntent(
-  tx: Sql,
-  ledger: Ledger,
-  perIntent: ReadonlyArray<readonly TransferInput[]>,
-): Promise<Map<number, CreateTransferResult[]>> {
-  const byIntent = new Map<number, CreateTransferResult[]>();
-  if (perIntent.length === 0) return byIntent;
-  const owner: Array<{ intent: number; offset: number }> = [];
-  perIntent.forEach((transfers, intent) => {
-    for (let offset = 0; offset < transfers.length; offset += 1) owner.push({ intent, offset });
-  });
-  for (const failure of await ledger.createTransfers(tx, perIntent.flat())) {
-    const at = owner[failure.index];
-    if (at === undefined) throw new Error(`ledger named transfer ${failure.index} of ${owner.length}`);
-    byIntent.set(at.intent, [...(byIntent.get(at.intent) ?? []), { index: at.offset, result: failure.result }]);
-  }
-  return byIntent;
 }
 
 interface Closing {
@@ -313,29 +299,7 @@ function closeBatch(tx: Tx, closing: readonly Closing[]): void {
   }
 }
 
-function refusalError(refusal: GuardRefusal, guard: Guard): ApiError {
-  if (refusal.refusal === 'locked') {
-    return apiError('TRANSACTION_IN_PROGRESS', `a payment is already running for user ${guard.payerUserId}`);
-  }
-  const check = guard.checks[refusal.index];
-  if (check === undefined) throw new Error(`intent_guard named limit check ${refusal.index} of ${guard.checks.length}`);
-  return limitExceeded(check, BigInt(refusal.current));
-}
-
 function reservationError(failure: CreateTransferResult): ApiError {
   if (failure.result === 'exceeds_credits') return apiError('INSUFFICIENT_FUNDS', 'the source account lacks funds for this payment');
   return apiError('LEDGER_TRANSFER_ERROR', `ledger refused the reservation: ${failure.result}`);
-}
-
-function checkJson(check: LimitCheck) {
-  return {
-    side: check.side,
-    userId: check.userId,
-    since: check.since?.toISOString() ?? null,
-    currency: check.rule.currency,
-    operationType: check.rule.operationType,
-    measure: check.rule.limitType,
-    requested: check.requested.toString(),
-    limit: check.rule.limit.toString(),
-  };
 }

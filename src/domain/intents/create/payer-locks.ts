@@ -1,4 +1,3 @@
-import type { Sql } from '../../../adapters/database.js';
 import { apiError } from '../../errors.js';
 
 /** Two-key advisory locks live apart from single-key ones (migrations, outbox leader). */
@@ -44,17 +43,5 @@ export class PayerLocks {
   }
 }
 
-const transactionInProgress = (payerUserId: number) =>
+export const transactionInProgress = (payerUserId: number | null) =>
   apiError('TRANSACTION_IN_PROGRESS', `a payment is already running for user ${payerUserId}`);
-
-/** The cross-instance half of docs/rules.md R22, inside the payment's own transaction. */
-export async function lockPayerInTransaction(tx: Sql, payerUserId: number | null): Promise<void> {
-  if (payerUserId === null) return;
-  // Advisory locks are per database, not per schema: the schema is part of the key, so that
-  // installations (and test runs) sharing one database in separate schemas do not block each other.
-  const { rows } = await tx.query<{ locked: boolean }>(
-    "SELECT pg_try_advisory_xact_lock($1, hashtext(current_schema() || ':' || $2::text)) AS locked",
-    [PAYER_LOCK_CLASS, payerUserId],
-  );
-  if (rows[0]?.locked !== true) throw transactionInProgress(payerUserId);
-}

@@ -1,19 +1,16 @@
 import type { Sql } from '../../../adapters/database.js';
 import { ledgerAccountId } from '../../../ledger/account-id.js';
 import { type AccountRecord, findAccount } from '../../accounts.js';
-import { ApiError, apiError, assertNever } from '../../errors.js';
+import { apiError } from '../../errors.js';
 import type { FeeResult } from '../../fees/index.js';
-import { enforceLimits } from '../../limits.js';
+import { limitChecks, loadLimitRules } from '../../limits.js';
 import type { Logger } from '../../../adapters/logger.js';
 import { transitAccountName } from '../../channels.js';
-import { applyTransfers } from '../money/apply-transfers.js';
 import type { IntentDeps } from '../create/create-intent.js';
 import { calculateFees, feeLegs } from '../create/fee-calculation.js';
 import { invoiceLockKey, ownInvoice } from './invoice-access.js';
-import { findIntent, type Intent, insertHistory, type Transition } from '../store/intent-store.js';
-import { moveIntent } from '../store/intent-writer.js';
-import { type MoneyLeg, type MoneyPlan, reserveTransfer, settleTransfers, transferId } from '../money/money-path.js';
-import { lockPayerInTransaction } from '../create/payer-locks.js';
+import { findIntent, type Intent, type Transition } from '../store/intent-store.js';
+import { type MoneyLeg, type MoneyPlan, reserveTransfer, settleTransfers } from '../money/money-path.js';
 
 export interface ConfirmInvoiceInput {
   readonly serviceId: string;
@@ -123,61 +120,50 @@ interface Redemption {
   readonly input: ConfirmInvoiceInput;
 }
 
-type RedeemOutcome = { kind: 'replay'; intent: Intent } | { kind: 'done'; intent: Intent; transitions: Transition[] };
+type RedeemOutcome = { kind: 'replay'; intent: Intent } | { kind: 'done'; intent: Intent; transitions: readonly Transition[] };
 
+/**
+ * The claim (CREATED → VALIDATED, docs/rules.md R26, the one conditional step that decides which
+ * confirm, cancel or sweep wins), the payer's lock and limits, the ledger batch and the final
+ * status, committed with the confirms that arrive meanwhile (commit/confirm-commit.ts).
+ */
 async function redeem(deps: IntentDeps, seen: Intent, r: Redemption): Promise<RedeemOutcome> {
-  return deps.db.transaction(async (tx) => {
-    const claimed = await claim(tx, seen.id, r);
-    if (claimed === null) return { kind: 'replay', intent: await lostClaim(tx, seen.id, r.input) };
-    await lockPayerInTransaction(tx, r.payer.userId);
-    const limitRefusal = await limitRefusalOf(tx, claimed);
-    if (limitRefusal !== null) return finish(tx, claimed, r, { status: 'FAILED', reason: limitRefusal, transferIds: [] });
-
-    const plan: MoneyPlan = {
-      intentId: claimed.id,
-      operationType: claimed.operationType,
-      fromLedgerId: r.payer.ledgerAccountId,
-      toLedgerId: ledgerAccountId(claimed.toAccountName),
-      transitLedgerId: ledgerAccountId(transitAccountName(claimed.channel, claimed.currency)),
-      amount: claimed.amount,
+  const plan: MoneyPlan = {
+    intentId: seen.id,
+    operationType: seen.operationType,
+    fromLedgerId: r.payer.ledgerAccountId,
+    toLedgerId: ledgerAccountId(seen.toAccountName),
+    transitLedgerId: ledgerAccountId(transitAccountName(seen.channel, seen.currency)),
+    amount: seen.amount,
+    preFee: r.fees.preFee,
+    postFee: r.fees.postFee,
+    feeLegs: r.legs,
+  };
+  // The rules are read before the transaction; the usage they compare is read under the locks.
+  const rules = await loadLimitRules(deps.db, seen.operationType, seen.currency);
+  const subject = {
+    operationType: seen.operationType,
+    amount: seen.amount,
+    currency: seen.currency,
+    fromUserId: r.payer.userId,
+    toUserId: seen.toUserId,
+  };
+  const outcome = await deps.committer.confirm({
+    invoice: seen,
+    expectedVersion: r.input.expectedVersion,
+    payer: { accountName: r.payer.accountName, userId: r.input.payerUserId },
+    confirmIdempotencyKey: r.input.idempotencyKey,
+    actor: r.input.actor,
+    fees: {
       preFee: r.fees.preFee,
       postFee: r.fees.postFee,
-      feeLegs: r.legs,
-    };
-    const transfers = [reserveTransfer(plan, deps.settings.ledgerPendingTimeoutS), ...settleTransfers(plan)];
-    const money = await applyTransfers(deps.ledger, tx, claimed, transfers);
-    switch (money.kind) {
-      case 'applied':
-        return finish(tx, claimed, r, { status: 'SETTLED', transferIds: transfers.map((t) => t.id) });
-      case 'reservation_refused':
-        if (money.failure.result === 'exceeds_credits')
-          return finish(tx, claimed, r, { status: 'FAILED', reason: 'insufficient_funds', transferIds: [] });
-        // Not the payer's doing: roll the claim back too, so the invoice stays payable.
-        throw apiError('LEDGER_TRANSFER_ERROR', `ledger refused the reservation: ${money.failure.result}`);
-      case 'settlement_refused':
-        return finish(tx, claimed, r, {
-          status: 'FAILED',
-          reason: `ledger_transfer_error: ${money.results.join(', ')}`,
-          transferIds: [transferId(claimed.id, 'reserve'), transferId(claimed.id, 'void')],
-        });
-      default:
-        return assertNever(money);
-    }
-  });
-}
-
-/** docs/rules.md R26: the one conditional move that decides which confirm (or cancel, or the sweep) wins. */
-function claim(tx: Sql, intentId: string, r: Redemption): Promise<Intent | null> {
-  return moveIntent(tx, intentId, {
-    from: 'CREATED',
-    to: 'VALIDATED',
-    trail: [claimEvent(r)],
-    changes: {
-      payer: { accountName: r.payer.accountName, userId: r.input.payerUserId, confirmIdempotencyKey: r.input.idempotencyKey },
-      bumpVersion: true,
+      splits: r.fees.splits.map((split) => ({ account: split.account, amount: split.amount.toString() })),
     },
-    conditions: { unexpiredInvoice: true, ...(r.input.expectedVersion === null ? {} : { version: r.input.expectedVersion }) },
+    transfers: [reserveTransfer(plan, deps.settings.ledgerPendingTimeoutS), ...settleTransfers(plan)],
+    guard: { payerUserId: r.payer.userId, checks: limitChecks(rules, subject, new Date()) },
   });
+  if (outcome.kind === 'lost') return { kind: 'replay', intent: await lostClaim(deps.db, seen.id, r.input) };
+  return outcome;
 }
 
 /**
@@ -185,90 +171,9 @@ function claim(tx: Sql, intentId: string, r: Redemption): Promise<Intent | null>
  * afterwards. If it still looks claimable, the database clock passed expiresAt, the one guard
  * our own clock cannot see.
  */
-async function lostClaim(tx: Sql, intentId: string, input: ConfirmInvoiceInput): Promise<Intent> {
-  const current = await findIntent(tx, intentId);
+async function lostClaim(sql: Sql, intentId: string, input: ConfirmInvoiceInput): Promise<Intent> {
+  const current = await findIntent(sql, intentId);
   if (current === null) throw new Error(`intent ${intentId} vanished during its confirm`);
   if (verdict(current, input, new Date()) === 'replay') return current;
   throw expired();
 }
-
-/** docs/rules.md R27: a limit that blocks the payer is the intent's failure reason, not the request's error. */
-async function limitRefusalOf(tx: Sql, intent: Intent): Promise<string | null> {
-  try {
-    await enforceLimits(tx, {
-      operationType: intent.operationType,
-      amount: intent.amount,
-      currency: intent.currency,
-      fromUserId: intent.fromUserId,
-      toUserId: intent.toUserId,
-      intentId: intent.id,
-    });
-    return null;
-  } catch (error) {
-    if (error instanceof ApiError && error.code === 'LIMIT_EXCEEDED') return `limit_exceeded: ${error.detail?.ruleName ?? error.message}`;
-    throw error;
-  }
-}
-
-/** transferIds: what the ledger holds for this intent; a FAILED ending with some was reserved, then voided. */
-type Ending =
-  | { readonly status: 'SETTLED'; readonly transferIds: readonly string[] }
-  | { readonly status: 'FAILED'; readonly reason: string; readonly transferIds: readonly string[] };
-
-/** Records where the claimed invoice ended, with its audit trail and, when settled, its history rows. */
-async function finish(tx: Sql, claimed: Intent, r: Redemption, ending: Ending): Promise<RedeemOutcome> {
-  const settled = ending.status === 'SETTLED';
-  const reserved = ending.transferIds.length > 0;
-  const transitions: Transition[] = settled
-    ? [
-        { from: 'VALIDATED', to: 'AUTHORIZED' },
-        { from: 'AUTHORIZED', to: 'SETTLED' },
-      ]
-    : reserved
-      ? [
-          { from: 'VALIDATED', to: 'AUTHORIZED' },
-          { from: 'AUTHORIZED', to: 'FAILED', reason: ending.reason },
-        ]
-      : [{ from: 'VALIDATED', to: 'FAILED', reason: ending.reason }];
-  const intent = await moveIntent(tx, claimed.id, {
-    from: 'VALIDATED',
-    to: ending.status,
-    trail: transitions,
-    changes: {
-      ...(settled ? {} : { failureReason: ending.reason }),
-      fees: {
-        preFee: r.fees.preFee,
-        postFee: r.fees.postFee,
-        splits: r.fees.splits.map((split) => ({ account: split.account, amount: split.amount.toString() })),
-      },
-      transferIds: ending.transferIds,
-      reserved,
-    },
-  });
-  if (intent === null) throw new Error(`intent ${claimed.id} left VALIDATED under its own transaction`);
-  if (settled) {
-    await insertHistory(tx, intent, [
-      {
-        accountName: r.payer.accountName,
-        userId: r.payer.userId,
-        direction: 'DEBIT',
-        amount: intent.amount,
-        feeAmount: intent.preFeeAmount,
-      },
-      {
-        accountName: intent.toAccountName,
-        userId: intent.toUserId,
-        direction: 'CREDIT',
-        amount: intent.amount,
-        feeAmount: intent.postFeeAmount,
-      },
-    ]);
-  }
-  return { kind: 'done', intent, transitions: [claimEvent(r), ...transitions] };
-}
-
-const claimEvent = (r: Redemption): Transition => ({
-  from: 'CREATED',
-  to: 'VALIDATED',
-  payload: { payerAccount: r.payer.accountName, payerUserId: r.input.payerUserId, actor: r.input.actor },
-});

@@ -1,6 +1,5 @@
 import type { Sql } from '../../../adapters/database.js';
 import type { CreateTransferError, CreateTransferResult, Ledger, TransferInput } from '../../../ledger/ledger.js';
-import { voidTransfer } from './money-path.js';
 
 /**
  * What one intent's ledger batch did. `reservation_refused`: nothing moved (the settlement chain
@@ -13,30 +12,6 @@ export type MoneyOutcome =
   | { readonly kind: 'settlement_refused'; readonly results: readonly CreateTransferError[] };
 
 /**
- * Runs `[reserve, ...settle]` (or the reservation alone) as one ledger call inside the caller's
- * transaction: one call per transaction keeps the account locks in one order, so two payments
- * never deadlock. `exists` answers mean a retry of the same step, which is success; the void of a
- * refused chain only touches accounts this transaction already holds.
- */
-export async function applyTransfers(
-  ledger: Ledger,
-  tx: Sql,
-  intent: { readonly id: string; readonly operationType: Parameters<typeof voidTransfer>[1] },
-  transfers: readonly TransferInput[],
-): Promise<MoneyOutcome> {
-  const outcome = moneyOutcomeOf(await ledger.createTransfers(tx, transfers));
-  if (outcome.kind !== 'settlement_refused') return outcome;
-  const voidFailures = (await ledger.createTransfers(tx, [voidTransfer(intent.id, intent.operationType)])).filter(
-    (f) => f.result !== 'exists',
-  );
-  if (voidFailures.length > 0) {
-    // The transaction rolls back with this throw, reservation included: no money is left held.
-    throw new Error(`ledger refused to void ${intent.id}: ${voidFailures.map((f) => f.result).join(', ')}`);
-  }
-  return outcome;
-}
-
-/**
  * What the ledger's answer to `[reserve, ...settle]` means for the intent, before any void:
  * `exists` answers are retried steps, which is success.
  */
@@ -46,4 +21,38 @@ export function moneyOutcomeOf(results: readonly CreateTransferResult[]): MoneyO
   if (reserveFailure !== undefined) return { kind: 'reservation_refused', failure: reserveFailure };
   if (failures.length === 0) return { kind: 'applied' };
   return { kind: 'settlement_refused', results: failures.map((f) => f.result) };
+}
+
+/**
+ * One ledger call for the transfers of every intent; answers the ledger's results per intent,
+ * with indexes within that intent's own transfers.
+ */
+export async function ledgerResultsPerIntent(
+  tx: Sql,
+  ledger: Ledger,
+  perIntent: ReadonlyArray<readonly TransferInput[]>,
+): Promise<Map<number, CreateTransferResult[]>> {
+  const byIntent = new Map<number, CreateTransferResult[]>();
+  if (perIntent.length === 0) return byIntent;
+  const owner: Array<{ intent: number; offset: number }> = [];
+  perIntent.forEach((transfers, intent) => {
+    for (let offset = 0; offset < transfers.length; offset += 1) owner.push({ intent, offset });
+  });
+  for (const failure of await ledger.createTransfers(tx, perIntent.flat())) {
+    const at = owner[failure.index];
+    if (at === undefined) throw new Error(`ledger named transfer ${failure.index} of ${owner.length}`);
+    byIntent.set(at.intent, [...(byIntent.get(at.intent) ?? []), { index: at.offset, result: failure.result }]);
+  }
+  return byIntent;
+}
+
+/**
+ * Voids the reservations of the chains the ledger refused in this batch. A void the ledger
+ * refuses throws, which rolls the batch back, reservations included: no money is left held.
+ */
+export async function voidRefusedChains(tx: Sql, ledger: Ledger, voids: readonly TransferInput[]): Promise<void> {
+  if (voids.length === 0) return;
+  const refused = (await ledger.createTransfers(tx, voids)).filter((f) => f.result !== 'exists');
+  if (refused.length > 0)
+    throw new Error(`ledger refused to void: ${refused.map((f) => `${voids[f.index]?.pendingId} ${f.result}`).join(', ')}`);
 }

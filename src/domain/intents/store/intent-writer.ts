@@ -10,8 +10,9 @@ import { assertTrail, isAllowedPspTransition, PSP_ACTIVE_SUB_STATES, PSP_TRANSIT
  * creation goes through `moveIntent` / `moveIntents`, which check the move against the transition
  * tables (state-machine.ts), write the guarded update (the status, and the sub-state and lease
  * when given, are the guard: docs/rules.md R26), the audit events and any outbox job, in the caller's
- * transaction. New intents are stored with their status by group commit (intent-commit.ts), the
- * other path that writes the intents table, and whose trails are checked against the same table.
+ * transaction. New intents are stored with their status by group commit (intent-commit.ts), and
+ * invoices are redeemed by the group commit of confirms (confirm-commit.ts): the two other paths
+ * that write the intents table, whose trails are checked against the same table.
  * The PSP worker's leases live here too, so that this file is the only one that updates intents
  * outside that batch path.
  */
@@ -21,20 +22,7 @@ export interface IntentChanges {
   readonly failureReason?: string;
   /** Transfers the move made: added to the intent's list. */
   readonly addTransferIds?: readonly string[];
-  /** The transfers of an invoice's redemption: its list as a whole. */
-  readonly transferIds?: readonly string[];
-  /** An invoice's payer, claimed with its confirm. */
-  readonly payer?: { readonly accountName: string; readonly userId: number; readonly confirmIdempotencyKey: string };
-  readonly fees?: {
-    readonly preFee: bigint;
-    readonly postFee: bigint;
-    readonly splits: ReadonlyArray<{ account: string; amount: string }>;
-  };
-  /** The move reserved money now. */
-  readonly reserved?: boolean;
   readonly cancelReason?: string;
-  /** Invoices: a change a client can see in `version` (the If-Match of docs/rules.md, Confirm). */
-  readonly bumpVersion?: boolean;
   /** A payout's last provider facts. */
   readonly psp?: {
     readonly inquiryRef?: string | undefined;
@@ -47,12 +35,8 @@ export interface IntentChanges {
 
 /** Conditions besides the status that must hold for the move; otherwise it does not happen. */
 export interface IntentConditions {
-  /** An invoice still open for payment (`expires_at` in the future on the database's clock). */
-  readonly unexpiredInvoice?: boolean;
   /** An invoice whose time ran out. */
   readonly expiredInvoice?: boolean;
-  /** If-Match: the version the caller saw. */
-  readonly version?: number;
 }
 
 /** A move of the PSP sub-state by the worker that holds the intent's lease; the lease is renewed. */
@@ -154,35 +138,12 @@ function updateOf(move: Move): { sets: string[]; guards: string[]; params: unkno
   if (changes.failureReason !== undefined) sets.push(`failure_reason = ${p(changes.failureReason)}`);
   if (changes.addTransferIds !== undefined && changes.addTransferIds.length > 0)
     sets.push(`transfer_ids = transfer_ids || ${p(changes.addTransferIds)}::uuid[]`);
-  if (changes.transferIds !== undefined) sets.push(`transfer_ids = ${p(changes.transferIds)}::uuid[]`);
-  if (changes.payer !== undefined) {
-    const userId = p(changes.payer.userId);
-    sets.push(
-      `from_account_name = ${p(changes.payer.accountName)}`,
-      `from_user_id = ${userId}`,
-      `user_id = ${userId}`,
-      `redeemed_by_user_id = ${userId}`,
-      'redeemed_at = now()',
-      `confirm_idempotency_key = ${p(changes.payer.confirmIdempotencyKey)}`,
-    );
-  }
-  if (changes.fees !== undefined) {
-    sets.push(
-      `pre_fee_amount = ${p(changes.fees.preFee.toString())}`,
-      `post_fee_amount = ${p(changes.fees.postFee.toString())}`,
-      `fee_splits = ${p(JSON.stringify(changes.fees.splits))}::jsonb`,
-    );
-  }
-  if (changes.reserved === true) sets.push('reserved_at = now()');
   if (changes.cancelReason !== undefined) sets.push(`cancel_reason = ${p(changes.cancelReason)}`, 'canceled_at = now()');
-  if (changes.bumpVersion === true) sets.push('version = version + 1');
   if (changes.psp?.inquiryRef !== undefined) sets.push(`psp_inquiry_ref = ${p(changes.psp.inquiryRef)}`);
   if (changes.psp?.settlementDate !== undefined) sets.push(`settlement_date = ${p(changes.psp.settlementDate)}`);
   if (changes.psp?.inquiries !== undefined) sets.push(`psp_inquiries = ${p(changes.psp.inquiries)}`);
   if (changes.endSubState === true) sets.push("psp_state = CASE WHEN psp_state IS NULL THEN NULL ELSE 'FAILED' END");
-  if (conditions.unexpiredInvoice === true) guards.push("operation_type = 'INVOICE_PAYMENT'", 'expires_at > now()');
   if (conditions.expiredInvoice === true) guards.push("operation_type = 'INVOICE_PAYMENT'", 'expires_at < now()');
-  if (conditions.version !== undefined) guards.push(`version = ${p(conditions.version)}`);
   return { sets, guards, params };
 }
 
