@@ -11,6 +11,7 @@ import { RouteInputs } from './domain/admin/routes.js';
 import { permissionProblems, ServiceKeyInputs } from './domain/admin/service-keys.js';
 import { ACCOUNT_TYPES } from './domain/model.js';
 import { channelCarries } from './domain/channels.js';
+import { LEASE_MS_DEFAULT } from './adapters/lease-session.js';
 
 const ConfigFileSchema = Type.Object(
   {
@@ -152,6 +153,18 @@ function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0
   return value;
 }
 
+/** Renewals of the outbox lease that fit in its lifetime: one late tick must not cost the leadership. */
+const LEASE_RENEWALS_MIN = 3;
+
+/** In `transaction` pool mode the outbox leader renews its lease once per tick, so ticks must come well within it. */
+function refuseLapsingLease(config: Config): void {
+  if (config.databasePoolMode === 'transaction' && config.outboxIntervalMs * LEASE_RENEWALS_MIN > LEASE_MS_DEFAULT) {
+    throw new ConfigError(
+      `OUTBOX_INTERVAL_MS must be at most ${LEASE_MS_DEFAULT / LEASE_RENEWALS_MIN} with DATABASE_POOL_MODE=transaction: the outbox leader renews its ${LEASE_MS_DEFAULT} ms lease once per tick (got ${config.outboxIntervalMs})`,
+    );
+  }
+}
+
 function oneOf<const Choices extends readonly string[]>(env: NodeJS.ProcessEnv, name: string, choices: Choices): Choices[number] {
   const raw = nonEmpty(env[name]) ?? choices[0];
   const choice = choices.find((candidate) => candidate === raw);
@@ -184,7 +197,7 @@ const nonEmpty = (value: string | undefined) => (value === undefined || value ==
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const configFile = nonEmpty(env.CONFIG_FILE) ?? DEMO_CONFIG_FILE;
   const qrSecret = nonEmpty(env.QR_SIGNING_SECRET);
-  return Object.freeze({
+  const config: Config = Object.freeze({
     role: oneOf(env, 'PAYORCH_ROLE', PROCESS_ROLES),
     migrateOnStart: flag(env, 'MIGRATE_ON_START', true),
     databasePoolMode: oneOf(env, 'DATABASE_POOL_MODE', DATABASE_POOL_MODES),
@@ -225,4 +238,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookRetryBaseMs: integer(env, 'WEBHOOK_RETRY_BASE_MS', 1000, 1),
     file: readConfigFile(configFile),
   });
+  refuseLapsingLease(config);
+  return config;
 }
