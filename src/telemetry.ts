@@ -29,13 +29,18 @@ export function startTelemetry(): void {
     instrumentations: [
       new FastifyOtelInstrumentation({
         registerOnInitialization: true,
+        // No span per hook: a payment's trace is its request, statements, ledger call and PSPX
+        // calls, and each span costs the hot path (docs/PERFORMANCE.md). The handler keeps its
+        // span: wrapping it is what carries the request's context into the handler, past the body
+        // parser's events.
+        instrumentHooks: false,
         ignorePaths: (route: { url: string }) => UNTRACED_ROUTES.has(route.url),
         requestHook: (span, request) => {
           const route = request.routeOptions.url;
           span.updateName(route === undefined ? request.method : `${request.method} ${routeTemplate(route)}`);
         },
       }),
-      new PgInstrumentation({ requireParentSpan: true }),
+      new PgInstrumentation({ requireParentSpan: true, ignoreConnectSpans: true }),
       new IORedisInstrumentation({ requireParentSpan: true }),
       new UndiciInstrumentation({ requireParentforSpans: true }),
     ],

@@ -177,6 +177,33 @@ describe(`tracing with OTEL_EXPORTER_OTLP_ENDPOINT set (${pgUrl === undefined ? 
     expect(logged.some((line) => (JSON.parse(line) as { trace_id?: string }).trace_id === traceId)).toBe(true);
   });
 
+  it('starts a trace of its own for a malformed or all-zero traceparent, and answers the request as usual', async () => {
+    for (const traceparent of [
+      '00-not-a-trace-id-01',
+      `00-${'0'.repeat(32)}-${randomBytes(8).toString('hex')}-01`,
+      `ff-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-01`,
+    ]) {
+      const payment = await call(
+        '/intents',
+        { idempotencyKey: randomUUID(), operationType: 'P2P_TRANSFER', amount: 10, recipientUserId: PAYEE },
+        PAYER,
+        { traceparent },
+      );
+      expect(payment.status, traceparent).toBe(201);
+      const intentId = payment.body.intentId as string;
+      const deadline = Date.now() + EXPORT_MS_MAX;
+      const ledgerOf = () =>
+        spans.find((span) => span.name === 'ledger create_transfers' && [attribute(span, 'payorch.intent_id')].flat().includes(intentId));
+      while (ledgerOf() === undefined && Date.now() < deadline) await sleep(50);
+      const ledger = ledgerOf();
+      expect(ledger, traceparent).toBeDefined();
+      const trace = await spansOf(ledger?.traceId ?? '', (found) => found.some((span) => span.kind === SERVER_SPAN_KIND));
+      const server = trace.find((span) => span.kind === SERVER_SPAN_KIND);
+      expect(server?.name).toBe('POST /intents');
+      expect(server?.parentSpanId ?? '', traceparent).toBe('');
+    }
+  });
+
   it('does not trace probes and metrics scrapes', async () => {
     const before = spans.length;
     expect((await fetch(`${service.url}/metrics`)).status).toBe(200);
