@@ -27,11 +27,6 @@ const PROMETHEUS_OWN = new Set(['up']);
 const POSTGRES_ONLY = /^payorch_db_pool_/;
 /** Variables the OpenTelemetry SDK reads itself (bin/payorch.js starts it). */
 const OTEL_VARIABLE = /^OTEL_[A-Z_]+$/;
-/**
- * PAYORCH_ROLE and MIGRATE_ON_START are read by the process-role and migration work built in
- * parallel with these files; until it is merged, src/config.ts does not read them yet.
- */
-const LANDING_WITH_ROLES = new Set(['PAYORCH_ROLE', 'MIGRATE_ON_START']);
 
 interface Compose {
   services: Record<
@@ -206,7 +201,7 @@ describe('compose.yaml and Dockerfile', () => {
         }),
       );
       const unread = Object.keys(environment).filter(
-        (key) => !readByConfig.has(key) && !OTEL_VARIABLE.test(key) && !LANDING_WITH_ROLES.has(key),
+        (key) => !readByConfig.has(key) && !OTEL_VARIABLE.test(key),
       );
       expect(unread, `${name} sets variables nothing reads`).toEqual([]);
     }

@@ -50,8 +50,9 @@ describe('the packed package installed with --omit=dev', () => {
       STARTUP_MS_MAX,
       join(dir, 'node_modules/payorch/bin/payorch.js'),
     );
-    const health = await fetch(`${service.url}/health`);
-    expect(health.status).toBe(200);
-    expect(((await health.json()) as { status: string }).status).toBe('ok');
+    // The Dockerfile's HEALTHCHECK asks /livez.
+    const live = await fetch(`${service.url}/livez`);
+    expect(live.status).toBe(200);
+    expect(((await live.json()) as { status: string }).status).toBe('ok');
   });
 });

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/adapters/database.js';
 import { DEMO_CONFIG_FILE, readConfigFile, secretsOf } from '../../src/config.js';
 import { signedHeaders } from '../../src/domain/signing.js';
-import { createTestSchema } from '../support/database.js';
+import { createTestSchema, testPoolMode } from '../support/database.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
 import { buildIfStale, type ServiceProcess, spawnService } from '../support/service-process.js';
 
@@ -216,7 +216,7 @@ describe(`tracing with OTEL_EXPORTER_OTLP_ENDPOINT set (${pgUrl === undefined ? 
   it('leaves the ledger balanced after the traced payment', async () => {
     service.child.kill('SIGTERM');
     expect(await service.exited).toBe(0);
-    const db = await openDatabase(databaseUrl, dataDir);
+    const db = await openDatabase(databaseUrl, dataDir, testPoolMode);
     try {
       await expectLedgerInvariants(db);
     } finally {

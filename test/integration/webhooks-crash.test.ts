@@ -8,7 +8,7 @@ import { openDatabase } from '../../src/adapters/database.js';
 import type { WebhookEvent } from '@payorch/client';
 import { DEMO_CONFIG_FILE, readConfigFile, secretsOf } from '../../src/config.js';
 import { signedHeaders } from '../../src/domain/signing.js';
-import { createTestSchema, type TestSchema } from '../support/database.js';
+import { createTestSchema, type TestSchema, testPoolMode } from '../support/database.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
 import { buildIfStale, type ServiceProcess, spawnService } from '../support/service-process.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../support/webhook-receiver.js';
@@ -163,7 +163,7 @@ describe('webhooks across a crash', () => {
       for (const service of running) service.child.kill('SIGTERM');
       await Promise.all(running.map((service) => service.exited));
     }
-    const db = await openDatabase(pgUrl === undefined ? undefined : databaseUrl, dataDir);
+    const db = await openDatabase(pgUrl === undefined ? undefined : databaseUrl, dataDir, testPoolMode);
     try {
       await expectLedgerInvariants(db);
       const { rows } = await db.query<{ owed: number }>('SELECT count(*)::int AS owed FROM webhook_deliveries');
