@@ -200,9 +200,7 @@ describe('compose.yaml and Dockerfile', () => {
           },
         }),
       );
-      const unread = Object.keys(environment).filter(
-        (key) => !readByConfig.has(key) && !OTEL_VARIABLE.test(key),
-      );
+      const unread = Object.keys(environment).filter((key) => !readByConfig.has(key) && !OTEL_VARIABLE.test(key));
       expect(unread, `${name} sets variables nothing reads`).toEqual([]);
     }
   });
