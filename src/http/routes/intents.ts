@@ -97,7 +97,7 @@ export function intentView(intent: Intent) {
   };
 }
 
-/** What creating an intent can answer beyond authentication and validation (docs/rules.md, Error codes). */
+/** What creating an intent can answer beyond authentication and validation (docs/design.md, Order of checks on POST /intents). */
 const CREATE_INTENT_ERRORS: readonly RouteError[] = [
   'BAD_REQUEST',
   'NO_ROUTE',
