@@ -2,8 +2,8 @@
 // and Redis, a standalone PSPX simulator, a mixed workload from concurrent clients, and faults at
 // random moments: the service SIGKILLed and restarted, Redis restarted, the provider slowed and
 // made to fail. Afterwards (workers quiet, MANUAL_REVIEW resolved through the admin API) every
-// intent that got a 2xx must be final, the invariant audit clean, and no confirm may have reached
-// the provider twice. Prints the figures and writes them into docs/RELIABILITY.md.
+// intent that got a 2xx must be final, the invariant audit clean, no confirm may have reached
+// the provider twice, and every final status must have reached the webhook receiver, in order. Prints the figures and writes them into docs/RELIABILITY.md.
 //
 // Plain ESM over the built dist/ (npm run chaos builds first). Needs PostgreSQL and Redis on
 // loopback as on the development machine; the database `payorch_chaos` is dropped and recreated.
@@ -25,6 +25,7 @@ import { formatViolation, runAudit } from '../dist/domain/audit.js';
 import { FINAL_STATUSES } from '../dist/domain/model.js';
 import { signedHeaders } from '../dist/domain/signing.js';
 import { ledgerAccountId } from '../dist/ledger/account-id.js';
+import { startWebhookReceiver } from './webhook-receiver.js';
 
 /** @typedef {{ child: import('node:child_process').ChildProcess, exited: Promise<number | NodeJS.Signals | null>, match: RegExpExecArray }} Started */
 /** @typedef {{ status: number, body: Record<string, unknown> }} Answer */
@@ -65,6 +66,10 @@ const FAULT_GAP_MS = [8_000, 20_000];
 const PROVIDER_FAULT_MS = 8_000;
 /** After the workload, the workers are judged stuck when no intent has become final for this long. */
 const QUIET_MS_MAX = 120_000;
+/** Share of valid webhook requests the receiver answers 503, so that deliveries are retried all through the run. */
+const WEBHOOK_REFUSED_SHARE = 0.1;
+/** After the intents are final, how long their last webhooks may take (retries wait up to a few seconds here). */
+const WEBHOOK_SETTLE_MS_MAX = 120_000;
 /** Intents whose final status is also read through GET /intents/{id}. */
 const API_SPOT_CHECKS = 200;
 const USERS = Array.from({ length: 12 }, (_, i) => 9001 + i);
@@ -81,7 +86,8 @@ const REDIS_START = [
   '127.0.0.1',
   '-::1',
   '--port',
-  '6379',
+  // The port of --redis-url, so a run on a private Redis never shuts down a shared one.
+  new URL(args['redis-url']).port || '6379',
   '--save',
   '',
   '--appendonly',
@@ -98,14 +104,23 @@ const FINAL = new Set(FINAL_STATUSES);
 const logDir = await mkdtemp(join(tmpdir(), 'payorch-chaos-'));
 const demoConfig = readConfigFile(DEMO_CONFIG_FILE);
 const configFile = join(logDir, 'config.json');
+const chaosSecrets = Object.fromEntries(Object.keys(demoConfig.secrets).map((id) => [id, randomBytes(24).toString('base64url')]));
+/** @type {Map<string, readonly string[]>} */
+let secrets = new Map();
+// Every service's events go to one receiver, which fails a share of them so that retries happen throughout.
+const webhooks = await startWebhookReceiver((serviceId) => secrets.get(serviceId)?.[0], WEBHOOK_REFUSED_SHARE);
 await writeFile(
   configFile,
   JSON.stringify({
     ...demoConfig,
-    secrets: Object.fromEntries(Object.keys(demoConfig.secrets).map((id) => [id, randomBytes(24).toString('base64url')])),
+    secrets: chaosSecrets,
+    serviceKeys: demoConfig.serviceKeys.map((key) => ({
+      ...key,
+      permissions: { ...key.permissions, webhook: { url: webhooks.urlFor(key.serviceId) } },
+    })),
   }),
 );
-const secrets = secretsOf(readConfigFile(configFile));
+secrets = secretsOf(readConfigFile(configFile));
 /** @param {string} service */
 const secretOf = (service) => secrets.get(service)?.[0] ?? '';
 
@@ -128,6 +143,8 @@ const figures = {
   apiMismatches: 0,
   settleS: 0,
   violations: 0,
+  webhookFinalMissing: 0,
+  webhookOutOfOrder: 0,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -255,6 +272,7 @@ async function startService() {
       PSP_LEASE_MS: '3000',
       // Startup reconciliation fails internal intents left half-done by a kill; short here so it acts within the run.
       RECONCILE_AGE_S: '5',
+      WEBHOOK_RETRY_BASE_MS: '200',
     },
     /"msg":"Server listening at (http:\/\/127\.0\.0\.1:\d+)"|Server listening at (http:\/\/127\.0\.0\.1:\d+)/,
   );
@@ -755,6 +773,19 @@ async function settleEverything() {
   );
 }
 
+/**
+ * Every final status must reach the webhook receiver, each intent's changes in order; the last
+ * ones may still be on their way (a retry after a refusal), so this waits for them.
+ * @param {Statuses} final
+ */
+async function webhooksOf(final) {
+  const deadline = Date.now() + WEBHOOK_SETTLE_MS_MAX;
+  const missing = () => [...final].filter(([id, status]) => status !== null && !webhooks.check(id, status).received);
+  while (missing().length > 0 && Date.now() < deadline) await sleep(1_000);
+  figures.webhookFinalMissing = missing().length;
+  figures.webhookOutOfOrder = [...final].filter(([id, status]) => status !== null && !webhooks.check(id, status).inOrder).length;
+}
+
 /** @param {Statuses} final */
 async function verdict(final) {
   const report = await simulatorReport();
@@ -770,6 +801,7 @@ async function verdict(final) {
   for (const id of [...final.keys()].sort(() => Math.random() - 0.5).slice(0, API_SPOT_CHECKS)) {
     if ((await statusOf(id)) !== final.get(id)) figures.apiMismatches += 1;
   }
+  await webhooksOf(final);
   const db = await openDatabase(serviceDatabaseUrl, '');
   try {
     const audit = await runAudit(db);
@@ -815,6 +847,12 @@ function figuresTable(durationS, startedAt) {
     ['intents not final at the end', figures.notFinal],
     [`API status differing from the database (${API_SPOT_CHECKS} spot checks)`, figures.apiMismatches],
     ['audit violations', figures.violations],
+    [
+      'webhook requests (refused on purpose, failing verifyWebhook, repeats)',
+      `${webhooks.figures.requests} (${webhooks.figures.refusedOnPurpose}, ${webhooks.figures.invalid}, ${webhooks.figures.repeats})`,
+    ],
+    ['final statuses missing from the webhooks', figures.webhookFinalMissing],
+    ['intents whose webhooks came out of order', figures.webhookOutOfOrder],
   ];
   return ['| Figure | Value |', '| --- | --- |', ...rows.map(([k, v]) => `| ${k} | ${v} |`)].join('\n');
 }
@@ -864,12 +902,16 @@ async function main() {
       figures.duplicateConfirms === 0 &&
       figures.paidMismatches === 0 &&
       figures.notFinal === 0 &&
-      figures.apiMismatches === 0;
+      figures.apiMismatches === 0 &&
+      figures.webhookFinalMissing === 0 &&
+      figures.webhookOutOfOrder === 0 &&
+      webhooks.figures.invalid === 0;
     console.log(ok ? 'chaos: OK' : 'chaos: FAILED');
     exitCode = ok ? 0 : 1;
   } finally {
     await killService();
     simulatorChild.kill('SIGTERM');
+    await webhooks.close();
     await ensureRedis();
   }
   process.exit(exitCode);

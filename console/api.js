@@ -15,6 +15,7 @@ const TOKEN_KEY = 'payorch.adminToken';
 /** @typedef {{ accountName: string, accountType: string, userId: number | null, currency: string, balance: string, transactions: HistoryEntry[] }} AdminAccount */
 /** @typedef {import('@payorch/client').AuditViolation} AuditViolation */
 /** @typedef {import('@payorch/client').AuditResult} AuditAnswer */
+/** @typedef {import('@payorch/client').DeadWebhook} DeadWebhook */
 
 export const readToken = () => sessionStorage.getItem(TOKEN_KEY);
 /** @param {string} token */

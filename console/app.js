@@ -1,5 +1,5 @@
-// The operator console: a token gate, then four sections picked by the URL hash (#/intents,
-// #/review, #/accounts, #/audit). The hash carries only ids and account names, never the token.
+// The operator console: a token gate, then five sections picked by the URL hash (#/intents,
+// #/review, #/accounts, #/audit, #/webhooks). The hash carries only ids and account names, never the token.
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api, forgetToken, readToken, saveToken, whenUnauthorized } from './api.js';
@@ -9,12 +9,14 @@ import { ErrorNote, withValue } from './format.js';
 import { html } from './html.js';
 import { IntentDetail, IntentList } from './intents.js';
 import { ReviewQueue } from './review.js';
+import { DeadWebhooks } from './webhooks.js';
 
 const SECTIONS = [
   { path: 'intents', label: 'Intents' },
   { path: 'review', label: 'Manual review' },
   { path: 'accounts', label: 'Accounts' },
   { path: 'audit', label: 'Invariant audit' },
+  { path: 'webhooks', label: 'Dead webhooks' },
 ];
 
 /** @typedef {{ section: string, arg: string | null }} Route */
@@ -85,6 +87,8 @@ function Section({ route }) {
       return html`<${AccountLookup} name=${route.arg} />`;
     case 'audit':
       return html`<${AuditStatus} />`;
+    case 'webhooks':
+      return html`<${DeadWebhooks} />`;
     default:
       throw new Error(`unknown section ${route.section}`);
   }

@@ -6,6 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { StatusPublisher } from '../../src/domain/intents/store/status-publisher.js';
 import { createOutboxWorker, OUTBOX_DEFAULTS, type OutboxWorker } from '../../src/workers/outbox-worker.js';
 import { createPspWorker, type PspWorker } from '../../src/workers/psp-worker.js';
+import { createWebhookWorker, WEBHOOK_DEFAULTS } from '../../src/workers/webhook-worker.js';
 import { createPspxClient } from '../../src/adapters/pspx/pspx-client.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
@@ -191,6 +192,53 @@ describe('operator console in Chromium', () => {
     } finally {
       await page.close();
       await tokenless.close();
+    }
+  });
+
+  it('lists a dead webhook with its last answer and redelivers it from the Dead webhooks section', async () => {
+    const setWebhook = async (webhook: { url: string } | undefined) => {
+      const key = (
+        await t.app.inject({ method: 'GET', url: '/admin/service-keys/wallet-api', headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+      ).json();
+      const { webhook: _, ...permissions } = key.permissions;
+      const res = await t.app.inject({
+        method: 'PATCH',
+        url: '/admin/service-keys/wallet-api',
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+        payload: JSON.stringify({ permissions: webhook === undefined ? permissions : { ...permissions, webhook } }),
+      });
+      expect(res.statusCode, res.body).toBe(200);
+    };
+    // Port 1 refuses every connection; a 1 ms window makes the first failure final.
+    await setWebhook({ url: 'http://127.0.0.1:1/hooks' });
+    const webhooks = createWebhookWorker({
+      db: t.db,
+      secrets: () => t.secrets,
+      log: captureLogger(),
+      settings: { ...WEBHOOK_DEFAULTS, retryBaseMs: 10, retryWindowMs: 1 },
+    });
+    const deadCursors = async () =>
+      (await t.db.query<{ feed_cursor: string }>('SELECT feed_cursor FROM webhook_deliveries WHERE dead_at IS NOT NULL')).rows;
+    for (let run = 0; run < 50 && (await deadCursors()).length === 0; run++) await webhooks.runOnce();
+    const [dead] = await deadCursors();
+    if (dead === undefined) throw new Error('no webhook delivery died');
+
+    const { page, problems } = await signedInPage();
+    try {
+      await page.getByRole('link', { name: 'Dead webhooks' }).click();
+      const row = page.locator(`tr[data-cursor="${dead.feed_cursor}"]`);
+      await row.filter({ hasText: 'network_error' }).waitFor();
+      await row.getByRole('button', { name: 'Redeliver' }).click();
+      await row.getByRole('status').filter({ hasText: 'Redelivery scheduled' }).waitFor();
+      const { rows } = await t.db.query<{ dead: boolean; attempts: number }>(
+        'SELECT dead_at IS NOT NULL AS dead, attempts FROM webhook_deliveries WHERE feed_cursor = $1',
+        [dead.feed_cursor],
+      );
+      expect(rows).toEqual([{ dead: false, attempts: 0 }]);
+      expect(problems).toEqual([]);
+    } finally {
+      await page.close();
+      await setWebhook(undefined);
     }
   });
 

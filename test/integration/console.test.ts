@@ -70,6 +70,7 @@ describe('GET /console and its files (unsigned, docs/rules.md R37)', () => {
       'review.js',
       'accounts.js',
       'audit.js',
+      'webhooks.js',
     ];
     for (const name of modules) {
       const res = await get(`/console/${name}`);

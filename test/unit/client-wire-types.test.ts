@@ -15,6 +15,7 @@ import type { LimitRuleInputs, LimitRuleRecord } from '../../src/domain/admin/li
 import type { RouteInputs, RouteRecord } from '../../src/domain/admin/routes.js';
 import type { Permissions, ServiceKeyInput, ServiceKeyPatch, ServiceKeyRecord } from '../../src/domain/admin/service-keys.js';
 import type { IntentInput, QuoteInput } from '../../src/domain/intents/create/intent-request.js';
+import type { DeadWebhook, Redelivery } from '../../src/http/routes/admin/webhooks.js';
 
 /** Readonly aside (a wire type marks fields readonly, a schema's Static does not), each side fits the other. */
 type SameShape<ClientType, ServerType> = [ClientType] extends [ServerType] ? ([ServerType] extends [ClientType] ? true : false) : false;
@@ -40,6 +41,8 @@ describe('client wire types against the service schemas', () => {
     expectTypeOf<SameShape<Client.AuthPolicyInput, Static<typeof AuthPolicyInputs.create>>>().toEqualTypeOf<true>();
     expectTypeOf<SameShape<Partial<Client.AuthPolicyInput>, Static<typeof AuthPolicyInputs.patch>>>().toEqualTypeOf<true>();
     expectTypeOf<SameShape<Client.Permissions, Permissions>>().toEqualTypeOf<true>();
+    expectTypeOf<SameShape<Client.DeadWebhook, Static<typeof DeadWebhook>>>().toEqualTypeOf<true>();
+    expectTypeOf<SameShape<Client.WebhookRedelivery, Static<typeof Redelivery>>>().toEqualTypeOf<true>();
     expectTypeOf<SameShape<Client.ServiceKey, ServiceKeyRecord>>().toEqualTypeOf<true>();
     expectTypeOf<SameShape<Client.ServiceKeyInput, ServiceKeyInput>>().toEqualTypeOf<true>();
     expectTypeOf<SameShape<Client.ServiceKeyPatch, ServiceKeyPatch>>().toEqualTypeOf<true>();

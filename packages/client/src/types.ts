@@ -447,6 +447,8 @@ export interface Permissions {
   requireMessageSignatures?: boolean;
   /** A token bucket per service id: `requestsPerSecond` refill, `burst` capacity. Absent: no limit. */
   rateLimit?: { requestsPerSecond: number; burst: number };
+  /** Where the service's events are POSTed, signed with its secret; http or https, no credentials. */
+  webhook?: { url: string };
 }
 
 /** The secret is set in the service's CONFIG_FILE, never through the API. */

@@ -1,3 +1,4 @@
+import type { DeadWebhook, DeadWebhookQuery, WebhookRedelivery } from '@payorch/client';
 import type { Database, Sql } from '../../adapters/database.js';
 import { recordChange } from '../admin/change-log.js';
 import { apiError } from '../errors.js';
@@ -8,21 +9,8 @@ import { apiError } from '../errors.js';
  * events never overtake each other), which the listing counts as `heldBack`.
  */
 
-export interface DeadDelivery {
-  readonly cursor: string;
-  readonly serviceId: string;
-  readonly intentId: string;
-  readonly attempts: number;
-  readonly firstAttemptAt: string | null;
-  readonly lastAttemptAt: string | null;
-  readonly deadAt: string;
-  readonly lastOutcome: string | null;
-  readonly lastHttpStatus: number | null;
-  /** Later events of the same intent waiting behind this one. */
-  readonly heldBack: number;
-  /** The event as POSTed. */
-  readonly event: unknown;
-}
+/** The wire shapes are the client's (one written copy, which the admin route's schema is checked against). */
+type DeadDelivery = DeadWebhook;
 
 interface DeadRow {
   feed_cursor: string;
@@ -56,19 +44,16 @@ const fromRow = (row: DeadRow): DeadDelivery => ({
   event: JSON.parse(row.body) as unknown,
 });
 
-export interface DeadQuery {
-  readonly serviceId?: string | undefined;
-  readonly limit: number;
-  readonly offset: number;
-}
+/** The route's default page; its schema fills it in, so this is for callers without one. */
+export const DEAD_PAGE_DEFAULT = 100;
 
 /** Oldest first, as they were taken from the feed. */
-export async function listDeadDeliveries(sql: Sql, query: DeadQuery): Promise<DeadDelivery[]> {
+export async function listDeadDeliveries(sql: Sql, query: DeadWebhookQuery): Promise<DeadDelivery[]> {
   const { rows } = await sql.query<DeadRow>(
     `SELECT ${DEAD_COLUMNS} FROM webhook_deliveries d
       WHERE d.dead_at IS NOT NULL AND ($1::text IS NULL OR d.service_id = $1)
       ORDER BY d.id LIMIT $2 OFFSET $3`,
-    [query.serviceId ?? null, query.limit, query.offset],
+    [query.serviceId ?? null, query.limit ?? DEAD_PAGE_DEFAULT, query.offset ?? 0],
   );
   return rows.map(fromRow);
 }
@@ -77,13 +62,7 @@ export async function listDeadDeliveries(sql: Sql, query: DeadQuery): Promise<De
  * Makes a dead delivery due now with a fresh window (attempts from 0), recorded in the admin
  * change log with who asked. 404 for a cursor no delivery has, 409 for one that is not dead.
  */
-export interface Redelivery {
-  readonly cursor: string;
-  readonly serviceId: string;
-  readonly intentId: string;
-}
-
-export async function redeliverDead(db: Database, cursor: string, actor: string): Promise<Redelivery> {
+export async function redeliverDead(db: Database, cursor: string, actor: string): Promise<WebhookRedelivery> {
   return db.transaction(async (tx) => {
     const { rows } = await tx.query<DeadRow>(`SELECT ${DEAD_COLUMNS} FROM webhook_deliveries d WHERE d.feed_cursor = $1 FOR UPDATE`, [
       cursor,

@@ -32,6 +32,7 @@ const OWN_FILES = [
   'review.js',
   'accounts.js',
   'audit.js',
+  'webhooks.js',
 ] as const;
 
 /**

@@ -2,7 +2,7 @@ import Type from 'typebox';
 import type { App } from '../../typed-app.js';
 import type { Database } from '../../../adapters/database.js';
 import { ServiceIdParams } from '../../../domain/admin/service-keys.js';
-import { listDeadDeliveries, redeliverDead } from '../../../domain/webhooks/dead-deliveries.js';
+import { DEAD_PAGE_DEFAULT, listDeadDeliveries, redeliverDead } from '../../../domain/webhooks/dead-deliveries.js';
 import { responses, Uuid } from '../../schemas.js';
 import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';
 import { LIST_PAGE_MAX } from './schemas.js';
@@ -13,13 +13,13 @@ const FeedCursor = Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-
 const DeadQuery = Type.Object(
   {
     serviceId: Type.Optional(ServiceIdParams.properties.serviceId),
-    limit: Type.Integer({ minimum: 1, maximum: LIST_PAGE_MAX, default: 100 }),
+    limit: Type.Integer({ minimum: 1, maximum: LIST_PAGE_MAX, default: DEAD_PAGE_DEFAULT }),
     offset: Type.Integer({ minimum: 0, maximum: 1_000_000_000, default: 0 }),
   },
   { additionalProperties: false },
 );
 
-const DeadWebhook = Type.Object({
+export const DeadWebhook = Type.Object({
   cursor: Type.String(),
   serviceId: Type.String(),
   intentId: Uuid,
@@ -33,7 +33,7 @@ const DeadWebhook = Type.Object({
   event: Type.Unknown({ description: 'the event as POSTed (GET /events shape)' }),
 });
 
-const Redelivery = Type.Object({ cursor: Type.String(), serviceId: Type.String(), intentId: Uuid });
+export const Redelivery = Type.Object({ cursor: Type.String(), serviceId: Type.String(), intentId: Uuid });
 
 const config = { auth: 'admin' as const };
 const tags = ['admin'];
