@@ -1,3 +1,4 @@
+import { EVENT_BUS_DEFAULTS } from './adapters/event-bus.js';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
@@ -85,6 +86,9 @@ export interface Config {
   readonly eventFeedIntervalMs: number;
   /** EVENT_BUS_URL: `nats://…` publishes every feed event to NATS JetStream (docs/EVENTS.md); unset: no bus. */
   readonly eventBusUrl: string | undefined;
+  /** EVENT_BUS_STREAM / EVENT_BUS_SUBJECT_PREFIX: the stream and its subjects; other values only to share one NATS account between deployments. */
+  readonly eventBusStream: string;
+  readonly eventBusSubjectPrefix: string;
   readonly file: ConfigFile;
 }
 
@@ -157,6 +161,12 @@ function eventBusUrl(value: string | undefined): string | undefined {
   return value;
 }
 
+function natsName(env: NodeJS.ProcessEnv, name: string, fallback: string, pattern: RegExp): string {
+  const value = nonEmpty(env[name]) ?? fallback;
+  if (!pattern.test(value)) throw new ConfigError(`${name} must match ${pattern.source}`);
+  return value;
+}
+
 const nonEmpty = (value: string | undefined) => (value === undefined || value === '' ? undefined : value);
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -197,6 +207,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     eventRetentionDays: integer(env, 'EVENT_RETENTION_DAYS', EVENT_RETENTION_DAYS_DEFAULT, 1),
     eventFeedIntervalMs: integer(env, 'EVENT_FEED_INTERVAL_MS', 250, 1),
     eventBusUrl: eventBusUrl(nonEmpty(env.EVENT_BUS_URL)),
+    eventBusStream: natsName(env, 'EVENT_BUS_STREAM', EVENT_BUS_DEFAULTS.streamName, /^[A-Za-z0-9_-]{1,64}$/),
+    eventBusSubjectPrefix: natsName(
+      env,
+      'EVENT_BUS_SUBJECT_PREFIX',
+      EVENT_BUS_DEFAULTS.subjectPrefix,
+      /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/,
+    ),
     file: readConfigFile(configFile),
   });
 }

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
+import Type, { type Static } from 'typebox';
 import type { Database, Sql } from '../../adapters/database.js';
 import type { IntentStatus, OperationType } from '../model.js';
+import { Money, Uuid } from '../wire-types.js';
 import { encodeFeedCursor } from './feed-cursor.js';
 
 /**
@@ -22,6 +24,31 @@ export interface FeedEvent {
   readonly amount: bigint;
   readonly currency: string;
   readonly occurredAt: Date;
+}
+
+/** An event as every reader outside gets it (docs/rules.md R54): GET /events, the event bus, webhooks. */
+export const FeedEventBody = Type.Object({
+  cursor: Type.String({ description: 'opaque; `after` of a later call resumes right behind this event' }),
+  intentId: Uuid,
+  operationType: Type.String(),
+  statusFrom: Type.Union([Type.String(), Type.Null()], { description: 'null for the creation' }),
+  statusTo: Type.String(),
+  amount: Money,
+  currency: Type.String(),
+  occurredAt: Type.String({ format: 'date-time' }),
+});
+
+export function feedEventBody(event: FeedEvent): Static<typeof FeedEventBody> {
+  return {
+    cursor: event.cursor,
+    intentId: event.intentId,
+    operationType: event.operationType,
+    statusFrom: event.statusFrom,
+    statusTo: event.statusTo,
+    amount: event.amount.toString(),
+    currency: event.currency,
+    occurredAt: event.occurredAt.toISOString(),
+  };
 }
 
 /** Rows one sequencer step numbers at most: one step stays a short transaction behind a burst. */

@@ -2,9 +2,9 @@ import Type from 'typebox';
 import type { Database } from '../../adapters/database.js';
 import { apiError } from '../../domain/errors.js';
 import { decodeFeedCursor, encodeFeedCursor } from '../../domain/events/feed-cursor.js';
-import { type FeedEvent, readFeed, sequenceFeed } from '../../domain/events/feed.js';
+import { FeedEventBody, feedEventBody, readFeed, sequenceFeed } from '../../domain/events/feed.js';
 import type { App } from '../typed-app.js';
-import { Money, responses, Uuid } from '../schemas.js';
+import { responses } from '../schemas.js';
 
 /** docs/rules.md R54. */
 export const EVENTS_LIMIT_DEFAULT = 100;
@@ -24,30 +24,6 @@ const EventsQuery = Type.Object(
   { additionalProperties: false },
 );
 
-export const FeedEventView = Type.Object({
-  cursor: Type.String({ description: 'opaque; `after` of a later call resumes behind this event' }),
-  intentId: Uuid,
-  operationType: Type.String(),
-  statusFrom: Type.Union([Type.String(), Type.Null()], { description: 'null for the creation' }),
-  statusTo: Type.String(),
-  amount: Money,
-  currency: Type.String(),
-  occurredAt: Type.String({ format: 'date-time' }),
-});
-
-export function feedEventView(event: FeedEvent) {
-  return {
-    cursor: event.cursor,
-    intentId: event.intentId,
-    operationType: event.operationType,
-    statusFrom: event.statusFrom,
-    statusTo: event.statusTo,
-    amount: event.amount.toString(),
-    currency: event.currency,
-    occurredAt: event.occurredAt.toISOString(),
-  };
-}
-
 const DESCRIPTION =
   "Every status change of the calling service's intents, in the order the service committed them. " +
   'Follow `nextCursor` (pass it as `after`) to see each change exactly once, with no gap, across restarts. ' +
@@ -63,7 +39,7 @@ export function eventRoutes(app: App, deps: { readonly db: Database }): void {
         summary: "Status changes of the calling service's intents, after a cursor",
         description: DESCRIPTION,
         querystring: EventsQuery,
-        response: responses({ 200: Type.Object({ events: Type.Array(FeedEventView), nextCursor: Type.String() }) }, [401, 410, 422]),
+        response: responses({ 200: Type.Object({ events: Type.Array(FeedEventBody), nextCursor: Type.String() }) }, [401, 410, 422]),
       },
     },
     async (request) => {
@@ -78,7 +54,7 @@ export function eventRoutes(app: App, deps: { readonly db: Database }): void {
         throw apiError('VALIDATION_ERROR', 'querystring.after: not a cursor this feed issued');
       if (afterSeq !== null && afterSeq < page.prunedThroughSeq)
         throw apiError('CURSOR_EXPIRED', 'the events after this cursor are past the retention and were pruned; read again without after');
-      return { events: page.events.map(feedEventView), nextCursor: encodeFeedCursor(page.nextSeq) };
+      return { events: page.events.map(feedEventBody), nextCursor: encodeFeedCursor(page.nextSeq) };
     },
   );
 }
