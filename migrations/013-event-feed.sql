@@ -27,6 +27,8 @@ CREATE INDEX event_feed_unsequenced_idx ON event_feed (event_id) WHERE seq IS NU
 CREATE UNIQUE INDEX event_feed_seq_idx ON event_feed (seq);
 -- GET /events: one service's events after its cursor.
 CREATE INDEX event_feed_service_idx ON event_feed (service_id, seq) WHERE seq IS NOT NULL;
+-- A live stream resumed with Last-Event-ID: one intent's events after the cursor.
+CREATE INDEX event_feed_intent_idx ON event_feed (intent_id, seq) WHERE seq IS NOT NULL;
 
 -- The sequencer's counter and the pruning mark, one row. last_seq only grows (pruning never
 -- lowers it), so a seq is never given twice even when every row is pruned.

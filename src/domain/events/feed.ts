@@ -179,3 +179,22 @@ function toFeedEvent(row: FeedRow): FeedEvent {
 }
 
 const maxOf = (a: bigint, b: bigint) => (a > b ? a : b);
+
+/**
+ * One intent's numbered events after `afterSeq` (null: all of them kept), in order; for a live
+ * stream that resumes from a cursor. Scoped to the service, so a cursor names nothing of another
+ * tenant's.
+ */
+export async function readIntentFeed(
+  sql: Sql,
+  query: { readonly serviceId: string; readonly intentId: string; readonly afterSeq: bigint | null },
+): Promise<FeedEvent[]> {
+  const { rows } = await sql.query<FeedRow>(
+    `SELECT ${FEED_COLUMNS} FROM event_feed WHERE intent_id = $1 AND service_id = $2 AND seq > $3 ORDER BY seq LIMIT $4`,
+    [query.intentId, query.serviceId, (query.afterSeq ?? 0n).toString(), INTENT_EVENTS_MAX],
+  );
+  return rows.map(toFeedEvent);
+}
+
+/** An intent has a handful of status changes; the bound only keeps the read finite. */
+const INTENT_EVENTS_MAX = 100;
