@@ -6,15 +6,15 @@ const TOKEN_KEY = 'payorch.adminToken';
  * The admin API's answers, as far as the console reads them: the TypeScript client's types
  * (src/client/types.ts), which the server's schemas and domain types define.
  */
-/** @typedef {import('../dist/client/types.js').AdminIntent} AdminIntent */
-/** @typedef {import('../dist/client/types.js').IntentEvent} AdminIntentEvent */
+/** @typedef {import('@payorch/client').AdminIntent} AdminIntent */
+/** @typedef {import('@payorch/client').IntentEvent} AdminIntentEvent */
 /** @typedef {AdminIntent & { events: AdminIntentEvent[] }} AdminIntentWithEvents */
-/** @typedef {import('../dist/client/types.js').AdminIntentPage} IntentPage */
-/** @typedef {import('../dist/client/types.js').ResolveResult} ResolveAnswer */
+/** @typedef {import('@payorch/client').AdminIntentPage} IntentPage */
+/** @typedef {import('@payorch/client').ResolveResult} ResolveAnswer */
 /** @typedef {import('typebox').Static<typeof import('../dist/http/schemas.js').HistoryEntry>} HistoryEntry */
 /** @typedef {{ accountName: string, accountType: string, userId: number | null, currency: string, balance: string, transactions: HistoryEntry[] }} AdminAccount */
-/** @typedef {import('../dist/client/types.js').AuditViolation} AuditViolation */
-/** @typedef {import('../dist/client/types.js').AuditResult} AuditAnswer */
+/** @typedef {import('@payorch/client').AuditViolation} AuditViolation */
+/** @typedef {import('@payorch/client').AuditResult} AuditAnswer */
 
 export const readToken = () => sessionStorage.getItem(TOKEN_KEY);
 /** @param {string} token */

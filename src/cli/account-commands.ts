@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import type { AccountCreated, EntityType } from '../client/types.js';
+import type { AccountCreated, EntityType } from '@payorch/client';
 import { ENTITY_TYPES } from '../domain/model.js';
 import { apiContext, COMMON_OPTIONS, integerArg, optionalIntegerArg, parseCommandLine, runRequests } from './api-context.js';
 import { type CliIo, type ExitCode, UsageError, unknownSubcommand } from './cli-io.js';

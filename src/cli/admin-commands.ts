@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import type { ResolveRequest } from '../client/types.js';
+import type { ResolveRequest } from '@payorch/client';
 import { apiContext, COMMON_OPTIONS, parseCommandLine, runRequests } from './api-context.js';
 import { adminRecordCommand, isAdminRecord } from './admin-records.js';
 import { type CliIo, type ExitCode, UsageError, unknownSubcommand } from './cli-io.js';

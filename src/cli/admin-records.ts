@@ -1,6 +1,5 @@
 import { parseArgs } from 'node:util';
-import { ADMIN_COLLECTION_PATHS } from '../client/admin-api.js';
-import type { ClientRequest } from '../client/requester.js';
+import { ADMIN_COLLECTION_PATHS, type ClientRequest } from '@payorch/client';
 import {
   type ApiContext,
   apiContext,

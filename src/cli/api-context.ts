@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { DEMO_CONFIG_FILE, ConfigError, readConfigFile, secretsOf } from '../config.js';
-import { createPayorchClient, type PayorchClient, type PayorchCredentials } from '../client/payorch-client.js';
-import { PayorchConnectionError, PayorchError } from '../client/payorch-error.js';
+import { createPayorchClient, type PayorchClient, PayorchConnectionError, type PayorchCredentials, PayorchError } from '@payorch/client';
 import { type CliIo, EXIT, type ExitCode, sleepOf, UsageError } from './cli-io.js';
 import { Output } from './output.js';
 

@@ -1,7 +1,6 @@
 import { STATUS_CODES } from 'node:http';
 import { parseArgs } from 'node:util';
-import { PayorchError } from '../client/payorch-error.js';
-import type { HttpMethod } from '../client/transport.js';
+import { type HttpMethod, PayorchError } from '@payorch/client';
 import { apiContext, COMMON_OPTIONS, parseCommandLine, reportFailure } from './api-context.js';
 import { type CliIo, EXIT, type ExitCode, UsageError } from './cli-io.js';
 

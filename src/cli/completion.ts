@@ -1,4 +1,4 @@
-import { ADMIN_COLLECTION_PATHS } from '../client/admin-api.js';
+import { ADMIN_COLLECTION_PATHS } from '@payorch/client';
 import { type CliIo, EXIT, type ExitCode, UsageError } from './cli-io.js';
 
 /** Every command and the words that may follow it, as the dispatchers take them. */

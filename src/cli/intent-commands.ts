@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import type { Intent, IntentCreated, IntentCreateRequest, OperationType, Quote, QuoteRequest } from '../client/types.js';
+import type { Intent, IntentCreated, IntentCreateRequest, OperationType, Quote, QuoteRequest } from '@payorch/client';
 import { OPERATION_TYPES } from '../domain/model.js';
 import {
   apiContext,

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import type { PolicyEvaluationRequest } from '../client/types.js';
+import type { PolicyEvaluationRequest } from '@payorch/client';
 import {
   apiContext,
   COMMON_OPTIONS,

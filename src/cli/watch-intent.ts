@@ -1,4 +1,4 @@
-import type { IntentStatus, IntentStatusMessage } from '../client/types.js';
+import type { IntentStatus, IntentStatusMessage } from '@payorch/client';
 import { assertNever } from '../domain/errors.js';
 import type { ApiContext } from './api-context.js';
 import { EXIT, type ExitCode, sleepOf } from './cli-io.js';

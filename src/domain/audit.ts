@@ -12,37 +12,9 @@ import { CHANNEL_BEHAVIOUR } from './channels.js';
  * audit is cheap enough to run after every test and periodically in production.
  */
 
-/** Names of the checks, stable: the CLI, the admin route and monitoring key on them. */
-export const AUDIT_CHECKS = [
-  'ledger_balanced',
-  'ledger_pending_matches_transfers',
-  'ledger_guarded_limits',
-  'account_map',
-  'transit_balanced',
-  'guarded_account_negative',
-  'settled_postings',
-  'in_flight_reservation',
-  'unsettled_no_money',
-  'audit_trail',
-  'audit_trail_status',
-  'pending_outlived_timeout',
-  'audit_incomplete',
-] as const;
-export type AuditCheck = (typeof AUDIT_CHECKS)[number];
-
-export interface AuditViolation {
-  readonly check: AuditCheck;
-  readonly detail: string;
-  readonly intentId?: string;
-  readonly account?: string;
-}
-
-export interface AuditResult {
-  readonly ok: boolean;
-  /** ISO 8601 UTC. */
-  readonly checkedAt: string;
-  readonly violations: readonly AuditViolation[];
-}
+/** Names of the checks and the result's shape are the client package's: the CLI, the admin route and monitoring key on them. */
+export { AUDIT_CHECKS, type AuditCheck, type AuditResult, type AuditViolation } from '@payorch/client';
+import type { AuditCheck, AuditResult, AuditViolation } from '@payorch/client';
 
 export interface AuditOptions {
   /** How long a pending transfer may outlive its timeout before the sweeper counts as late. */

@@ -1,45 +1,7 @@
-/**
- * The one catalogue of error codes the interface answers with, each with its HTTP status.
- * Clients decide on `error` alone; `message` is English for logs.
- */
-export const ERROR_STATUS = {
-  BAD_REQUEST: 400,
-  NO_ROUTE: 400,
-  CANCEL_NOT_SUPPORTED: 400,
-  PAYER_ACCOUNT_USER_MISMATCH: 400,
-  UNAUTHORIZED: 401,
-  FORBIDDEN: 403,
-  UNAUTHORIZED_ACTOR: 403,
-  NOT_FOUND: 404,
-  INTENT_NOT_FOUND: 404,
-  PAYER_ACCOUNT_NOT_FOUND: 404,
-  PENDING_EXPIRED: 408,
-  CONFLICT: 409,
-  TRANSACTION_IN_PROGRESS: 409,
-  ALREADY_PROCESSED: 409,
-  EXPIRED: 409,
-  VERSION_MISMATCH: 409,
-  CANNOT_CANCEL: 409,
-  /** A feed cursor older than the event retention: the events after it were pruned (docs/EVENTS.md). */
-  CURSOR_EXPIRED: 410,
-  PAYLOAD_TOO_LARGE: 413,
-  UNSUPPORTED_MEDIA_TYPE: 415,
-  VALIDATION_ERROR: 422,
-  ACCOUNT_NOT_FOUND: 422,
-  INSUFFICIENT_FUNDS: 422,
-  LIMIT_EXCEEDED: 422,
-  PSPX_NOT_REGISTERED: 422,
-  PSPX_METADATA_INVALID: 422,
-  EVAL_ERROR: 422,
-  WRONG_STATUS: 422,
-  RATE_LIMITED: 429,
-  LEDGER_TRANSFER_ERROR: 500,
-  INTERNAL_ERROR: 500,
-  SERVICE_UNAVAILABLE: 503,
-  PSPX_UNAVAILABLE: 503,
-} as const;
+import { ERROR_STATUS, type ErrorCode } from '@payorch/client';
 
-export type ErrorCode = keyof typeof ERROR_STATUS;
+/** The catalogue of codes and their statuses is the client package's, so both sides know the same codes. */
+export { ERROR_STATUS, type ErrorCode };
 
 export type ErrorBody = { error: ErrorCode; message?: string; detail?: Record<string, string> } & Record<string, unknown>;
 

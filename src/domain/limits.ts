@@ -2,13 +2,10 @@ import type { Sql } from '../adapters/database.js';
 import type { LimitRuleRecord } from './admin/limit-rules.js';
 import { apiError } from './errors.js';
 
-/** The vocabulary of limit rules, here once: the record schema (domain/admin/limit-rules.ts) enumerates these. */
-export const LIMIT_DIRECTIONS = ['DEBIT', 'CREDIT', 'BOTH'] as const;
-export const LIMIT_WINDOWS = ['DAILY', 'MONTHLY', 'PER_TRANSACTION'] as const;
-export const LIMIT_TYPES = ['AMOUNT', 'COUNT'] as const;
-export type LimitDirection = (typeof LIMIT_DIRECTIONS)[number];
-export type LimitWindow = (typeof LIMIT_WINDOWS)[number];
-export type LimitType = (typeof LIMIT_TYPES)[number];
+/** The vocabulary of limit rules, in the client package once: the record schema (domain/admin/limit-rules.ts) enumerates these. */
+import type { LimitDirection, LimitType, LimitWindow } from '@payorch/client';
+
+export { LIMIT_DIRECTIONS, LIMIT_TYPES, LIMIT_WINDOWS, type LimitDirection, type LimitType, type LimitWindow } from '@payorch/client';
 
 /** An active rule as enforcement reads it: the stored record with its limit as a bigint. */
 export type LimitRule = Readonly<Omit<LimitRuleRecord, 'limit' | 'active' | 'createdAt'> & { limit: bigint }>;

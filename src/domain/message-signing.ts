@@ -1,79 +1,32 @@
-import { createHash, createHmac, randomBytes } from 'node:crypto';
+import { createHash, createHmac } from 'node:crypto';
+import { contentDigestOf, type MessageSigningOptions, messageSignatureInput, signatureHeader } from '@payorch/client';
 
 /**
- * HTTP Message Signatures (RFC 9421) with HMAC-SHA256, as docs/SECURITY.md section 2 describes:
- * the pieces a client and the server share. No structured-field parser here: the client only
- * serialises values it made itself, and the server parses with a real one
- * (src/http/plugins/message-signature.ts), so this file stays free of dependencies.
+ * HTTP Message Signatures (RFC 9421) with HMAC-SHA256, as docs/SECURITY.md section 2 describes.
+ * What a signature covers and how its base is written is the client package's (one construction,
+ * which the server's verifier imports too, src/http/plugins/message-signature.ts); this adds the
+ * synchronous node:crypto hashing for the service's own callers (tests, bench), where the client
+ * uses Web Crypto.
  */
-
-export const MESSAGE_SIGNATURE_ALG = 'hmac-sha256';
-/** The label the client gives its signature; the server accepts any one label. */
-export const SIGNATURE_LABEL = 'sig1';
-/** Random bytes in a nonce the client makes: 128 bits cannot repeat by chance within the replay window. */
-const NONCE_BYTES = 16;
-
-/** A covered component: its identifier (`@method`, `x-user-id`) and its value in the signature base. */
-export type Component = readonly [name: string, value: string];
+export {
+  type Component,
+  MESSAGE_SIGNATURE_ALG,
+  type MessageSigningOptions,
+  pathAndQuery,
+  SIGNATURE_LABEL,
+  type SignatureParams,
+  serializeSignatureParams,
+  signatureBase,
+} from '@payorch/client';
 
 /** RFC 9530: `sha-256=:<base64 of the digest>:` over the body bytes as sent. */
-export const contentDigest = (rawBody: string | Uint8Array): string => `sha-256=:${createHash('sha256').update(rawBody).digest('base64')}:`;
-
-/**
- * RFC 9421 §2.5: one line per covered component, `"name": value`, then the signature parameters.
- * Component names carry no parameters here (the server refuses those), so the identifier is the
- * name as an sf-string; names are lower-case tokens or `@` names, which need no escaping.
- */
-export function signatureBase(components: readonly Component[], signatureParams: string): string {
-  const lines = components.map(([name, value]) => `"${name}": ${value}`);
-  lines.push(`"@signature-params": ${signatureParams}`);
-  return lines.join('\n');
-}
+export const contentDigest = (rawBody: string | Uint8Array): string => contentDigestOf(createHash('sha256').update(rawBody).digest());
 
 /** base64 of HMAC-SHA256 over the signature base, keyed by the secret's UTF-8 bytes. */
 export const messageSignature = (secret: string, base: string): string =>
   createHmac('sha256', secret).update(base, 'utf8').digest('base64');
 
-/** `@path` and `@query` from the path with its query as sent: the query keeps its `?`, and is `?` alone when there is none. */
-export function pathAndQuery(pathWithQuery: string): { readonly path: string; readonly query: string } {
-  const at = pathWithQuery.indexOf('?');
-  return at === -1 ? { path: pathWithQuery, query: '?' } : { path: pathWithQuery.slice(0, at), query: pathWithQuery.slice(at) };
-}
-
-/** RFC 8941 sf-string; refuses what an sf-string cannot hold rather than sending a header the server cannot parse. */
-function sfString(value: string): string {
-  if (!/^[\x20-\x7e]*$/.test(value)) throw new RangeError(`not printable ASCII, cannot go into Signature-Input: ${JSON.stringify(value)}`);
-  return `"${value.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
-}
-
-export interface SignatureParams {
-  readonly keyid: string;
-  readonly created: number;
-  readonly nonce?: string;
-  readonly alg?: string;
-}
-
-/** The inner list of Signature-Input for `label=`: covered components in order, then created, keyid, nonce, alg. */
-export function serializeSignatureParams(componentNames: readonly string[], params: SignatureParams): string {
-  if (!Number.isSafeInteger(params.created) || params.created < 0)
-    throw new RangeError(`created must be Unix seconds (got ${params.created})`);
-  const list = `(${componentNames.map(sfString).join(' ')})`;
-  const nonce = params.nonce === undefined ? '' : `;nonce=${sfString(params.nonce)}`;
-  const alg = params.alg === undefined ? '' : `;alg=${sfString(params.alg)}`;
-  return `${list};created=${params.created};keyid=${sfString(params.keyid)}${nonce}${alg}`;
-}
-
-export interface MessageSigningOptions {
-  readonly userId?: number | string;
-  readonly nowS?: number;
-  /** Fresh random bytes when absent; fixed only for test vectors. */
-  readonly nonce?: string;
-}
-
-/**
- * The headers of a request signed with an HTTP Message Signature: covers `@method`, `@path`,
- * `@query`, `content-digest` for a body and `x-user-id` when one is sent (docs/SECURITY.md §2).
- */
+/** The headers of a request signed with an HTTP Message Signature, as the client sends them. */
 export function messageSignedHeaders(
   serviceId: string,
   secret: string,
@@ -82,32 +35,8 @@ export function messageSignedHeaders(
   rawBody: string,
   options: MessageSigningOptions = {},
 ): Record<string, string> {
-  const { path, query } = pathAndQuery(pathWithQuery);
-  const components: Component[] = [
-    ['@method', method.toUpperCase()],
-    ['@path', path],
-    ['@query', query],
-  ];
-  const headers: Record<string, string> = { 'x-service-id': serviceId };
-  if (rawBody !== '') {
-    headers['content-digest'] = contentDigest(rawBody);
-    components.push(['content-digest', headers['content-digest']]);
-  }
-  if (options.userId !== undefined) {
-    headers['x-user-id'] = String(options.userId);
-    // RFC 9421 §2.1: the value in the base is the field without surrounding whitespace, as the server reads it.
-    components.push(['x-user-id', headers['x-user-id'].trim()]);
-  }
-  const params = serializeSignatureParams(
-    components.map(([name]) => name),
-    {
-      keyid: serviceId,
-      created: options.nowS ?? Math.floor(Date.now() / 1000),
-      nonce: options.nonce ?? randomBytes(NONCE_BYTES).toString('base64url'),
-      alg: MESSAGE_SIGNATURE_ALG,
-    },
-  );
-  headers['signature-input'] = `${SIGNATURE_LABEL}=${params}`;
-  headers.signature = `${SIGNATURE_LABEL}=:${messageSignature(secret, signatureBase(components, params))}:`;
+  const digest = rawBody === '' ? undefined : contentDigest(rawBody);
+  const { headers, base } = messageSignatureInput(serviceId, method, pathWithQuery, digest, options);
+  headers.signature = signatureHeader(createHmac('sha256', secret).update(base, 'utf8').digest());
   return headers;
 }

@@ -1,19 +1,25 @@
-/** The vocabulary of the specification, exact. */
+/**
+ * The vocabulary of the specification, exact. The lists themselves are the client package's
+ * (packages/client/src/vocabulary.ts), so the client types requests with the same words the
+ * service validates; what only the service needs (ledger codes) is here.
+ */
+import type { AccountType, OperationType } from '@payorch/client';
 
-export const OPERATION_TYPES = [
-  'P2P_TRANSFER',
-  'PSPX_WITHDRAWAL',
-  'THAI_QR_PAY',
-  'WITHDRAWAL',
-  'QP_TOPUP',
-  'MINIAPP_CHARGE',
-  'MINIAPP_CREDIT',
-  'SERVICE_DEPOSIT',
-  'ADMIN_TRANSFER',
-  'INVOICE_PAYMENT',
-  'NFC_CHARGE',
-] as const;
-export type OperationType = (typeof OPERATION_TYPES)[number];
+export {
+  ACCOUNT_TYPES,
+  type AccountType,
+  CHANNELS,
+  type Channel,
+  ENTITY_TYPES,
+  type EntityType,
+  FINAL_STATUSES,
+  INTENT_STATUSES,
+  type IntentStatus,
+  OPERATION_TYPES,
+  type OperationType,
+  STEP_UP_LEVELS,
+  type StepUpLevel,
+} from '@payorch/client';
 
 /**
  * The ledger `code` of each operation type's transfers. Codes are stored with every transfer, so a
@@ -32,38 +38,6 @@ export const LEDGER_CODE_BY_OPERATION = {
   INVOICE_PAYMENT: 10,
   NFC_CHARGE: 11,
 } as const satisfies Record<OperationType, number>;
-
-export const CHANNELS = ['INTERNAL_P2P', 'PSPX_TRANSFER', 'MERCHANT_INVOICE', 'SERVICE_TRANSFER', 'ADMIN'] as const;
-export type Channel = (typeof CHANNELS)[number];
-
-export const INTENT_STATUSES = [
-  'CREATED',
-  'VALIDATED',
-  'AUTHORIZED',
-  'SETTLING',
-  'SETTLED',
-  'FAILED',
-  'MANUAL_REVIEW',
-  'CANCELED',
-  'EXPIRED',
-] as const;
-export type IntentStatus = (typeof INTENT_STATUSES)[number];
-
-export const FINAL_STATUSES: readonly IntentStatus[] = ['SETTLED', 'FAILED', 'CANCELED', 'EXPIRED'];
-
-export const ACCOUNT_TYPES = [
-  'USER_WALLET',
-  'TRANSIT',
-  'REVENUE',
-  'NOSTRO',
-  'MERCHANT_WALLET',
-  'MERCHANT_SETTLEMENT',
-  'AGENT_WALLET',
-  'AGENT_SETTLEMENT',
-  'SERVICE_ACCOUNT',
-  'EQUITY',
-] as const;
-export type AccountType = (typeof ACCOUNT_TYPES)[number];
 
 /**
  * The ledger `code` of each account type's ledger account. Stored with every account, and compared
@@ -85,9 +59,3 @@ export const LEDGER_CODE_BY_ACCOUNT_TYPE = {
 
 /** Accounts that belong to nobody may go negative; the rest may not be overdrawn (docs/rules.md R19). */
 export const UNOWNED_ACCOUNT_TYPES: readonly AccountType[] = ['TRANSIT', 'REVENUE', 'NOSTRO', 'EQUITY'];
-
-export const STEP_UP_LEVELS = ['NONE', 'PIN', 'BIOMETRIC', 'OTP', 'KYC_UPLIFT', 'BLOCK'] as const;
-export type StepUpLevel = (typeof STEP_UP_LEVELS)[number];
-
-export const ENTITY_TYPES = ['user', 'merchant', 'agent'] as const;
-export type EntityType = (typeof ENTITY_TYPES)[number];

@@ -1,14 +1,14 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { xSignatureHeaders, xSignatureSigningString } from '@payorch/client';
 
 /** ±60 s: a captured request cannot be replayed later than this. */
 export const SIGNATURE_WINDOW_S = 60;
 
 export const sha256Hex = (data: string | Uint8Array) => createHash('sha256').update(data).digest('hex');
 
-/** docs/rules.md R1: timestamp, upper-case method, path with query, SHA-256 hex of the raw body; joined by '\n'. */
-export function signingString(timestamp: string | number, method: string, pathWithQuery: string, rawBody: string | Uint8Array): string {
-  return `${timestamp}\n${method.toUpperCase()}\n${pathWithQuery}\n${sha256Hex(rawBody)}`;
-}
+/** docs/rules.md R1: timestamp, upper-case method, path with query, SHA-256 hex of the raw body; joined by '\n' (the client's construction). */
+export const signingString = (timestamp: string | number, method: string, pathWithQuery: string, rawBody: string | Uint8Array): string =>
+  xSignatureSigningString(timestamp, method, pathWithQuery, sha256Hex(rawBody));
 
 export function signRequest(
   secret: string,
@@ -55,10 +55,5 @@ export function signedHeaders(
   options: { userId?: number | string; nowS?: number } = {},
 ): Record<string, string> {
   const timestamp = String(options.nowS ?? Math.floor(Date.now() / 1000));
-  return {
-    'x-service-id': serviceId,
-    'x-timestamp': timestamp,
-    'x-signature': signRequest(secret, timestamp, method, pathWithQuery, rawBody),
-    ...(options.userId === undefined ? {} : { 'x-user-id': String(options.userId) }),
-  };
+  return xSignatureHeaders(serviceId, timestamp, signRequest(secret, timestamp, method, pathWithQuery, rawBody), options.userId);
 }

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createPayorchClient } from '../../src/client/index.js';
+import { createPayorchClient } from '@payorch/client';
 import { COMMAND_WORDS } from '../../src/cli/completion.js';
 import { type CliIo, EXIT, runCli } from '../../src/cli/main.js';
 import { startTestApp, type TestApp } from '../support/app.js';

@@ -1,13 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import {
-  createPayorchClient,
-  PayorchConnectionError,
-  PayorchError,
-  type PayorchClient,
-  type PayorchClientOptions,
-} from '../../src/client/index.js';
+import { createPayorchClient, PayorchConnectionError, PayorchError, type PayorchClient, type PayorchClientOptions } from '@payorch/client';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
 

@@ -1,7 +1,8 @@
-/** A fee rule as stored (docs/rules.md, Fee rules); createdAt is left to the persistence layer. */
-export const FEE_TIMINGS = ['PRE', 'POST'] as const;
-export type FeeTiming = (typeof FEE_TIMINGS)[number];
+import type { FeeTiming } from '@payorch/client';
 
+export { FEE_TIMINGS, type FeeTiming } from '@payorch/client';
+
+/** A fee rule as stored (docs/rules.md, Fee rules); createdAt is left to the persistence layer. */
 export type FeeRule = {
   readonly id: number;
   readonly name: string;

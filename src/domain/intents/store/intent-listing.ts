@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import type { Sql } from '../../../adapters/database.js';
-import type { Channel, IntentStatus, OperationType } from '../../model.js';
+import type { IntentFilter } from '@payorch/client';
 import { INTENT_SELECT, type Intent, toIntent } from './intent-store.js';
 
 /** Admin listing of intents across services, newest first, with keyset (cursor) paging. */
@@ -8,16 +8,8 @@ import { INTENT_SELECT, type Intent, toIntent } from './intent-store.js';
 export const LIST_LIMIT_MAX = 200;
 export const LIST_LIMIT_DEFAULT = 50;
 
-export interface IntentFilter {
-  readonly status?: IntentStatus;
-  readonly operationType?: OperationType;
-  readonly channel?: Channel;
-  readonly serviceId?: string;
-  /** ISO 8601, inclusive. Kept as text: a Date would drop the microseconds the column holds. */
-  readonly createdFrom?: string;
-  /** ISO 8601, exclusive, so that consecutive windows neither overlap nor leave a gap. */
-  readonly createdTo?: string;
-}
+/** The filter of GET /admin/intents, as the client sends it. */
+export type { IntentFilter } from '@payorch/client';
 
 /**
  * The position after the last row of a page. created_at is kept in whole microseconds (the

@@ -1,32 +1,24 @@
 /**
  * Request and response shapes of the interface, as on the wire: money goes in as a JSON integer
  * of satang and comes out as a decimal string (`Money`), so no amount passes through a float on
- * the way back. The vocabulary (statuses, operation types, ...) and the admin records are the
- * service's own types, and the request bodies are derived from the schemas the service validates
- * them with, so client and server cannot drift apart.
+ * the way back. The vocabulary (statuses, operation types, ...) is ./vocabulary.ts, which the
+ * service imports too. The service validates request bodies and admin records with schemas of its
+ * own; a type test in the service's repository (test/unit/client-wire-types.test.ts) holds those
+ * schemas and the types here to the same shape, so client and server cannot drift apart.
  */
-import type { WalletCustomer } from '../adapters/pspx/pspx-client.js';
-import type { AuthPolicyInput as AuthPolicyCreate, AuthPolicyRecord } from '../domain/admin/auth-policies.js';
-import type { FeeRuleInput as FeeRuleCreate, FeeRuleRecord } from '../domain/admin/fee-rules.js';
-import type { LimitRuleInput as LimitRuleCreate, LimitRuleRecord } from '../domain/admin/limit-rules.js';
-import type { RouteInput as RouteCreate, RouteRecord } from '../domain/admin/routes.js';
 import type {
-  Permissions,
-  ServiceKeyInput as ServiceKeyCreate,
-  ServiceKeyPatch as ServiceKeyChange,
-  ServiceKeyRecord,
-} from '../domain/admin/service-keys.js';
-import type { AuditResult, AuditViolation } from '../domain/audit.js';
-import type { IntentFilter } from '../domain/intents/store/intent-listing.js';
-import type { IntentInput, QuoteInput } from '../domain/intents/create/intent-request.js';
-import type { AccountType, Channel, EntityType, IntentStatus, OperationType, StepUpLevel } from '../domain/model.js';
-
-export type { AccountType, Channel, EntityType, IntentStatus, OperationType, Permissions, StepUpLevel };
-export type FeeRule = FeeRuleRecord;
-export type Route = RouteRecord;
-export type LimitRule = LimitRuleRecord;
-export type AuthPolicy = AuthPolicyRecord;
-export type ServiceKey = ServiceKeyRecord;
+  AccountType,
+  AuditCheck,
+  Channel,
+  EntityType,
+  FeeTiming,
+  IntentStatus,
+  LimitDirection,
+  LimitType,
+  LimitWindow,
+  OperationType,
+  StepUpLevel,
+} from './vocabulary.js';
 
 /** Satang as a decimal string. */
 export type Money = string;
@@ -42,6 +34,28 @@ export type Health =
 
 /** BaseIntentBody; `idempotencyKey` may be left out: the client then generates one, once per call. */
 export type IntentCreateRequest = Readonly<Omit<IntentInput, 'idempotencyKey'> & { idempotencyKey?: string }>;
+
+/** The body of POST /intents as the service validates it. */
+export interface IntentInput {
+  /** UUID version 4. */
+  readonly idempotencyKey: string;
+  readonly operationType: OperationType;
+  /** Satang, 1 to Number.MAX_SAFE_INTEGER. */
+  readonly amount: number;
+  /** Three upper-case letters; default THB. */
+  readonly currency?: string;
+  /** Default {}. */
+  readonly metadata?: Metadata;
+  readonly fromAccountName?: string;
+  readonly toAccountName?: string;
+  readonly toLedgerAccountId?: string;
+  readonly fromName?: string;
+  readonly toName?: string;
+  readonly comment?: string;
+  readonly live?: boolean;
+  readonly externalRef?: string;
+  readonly recipientUserId?: number;
+}
 
 export interface IntentCreated {
   readonly intentId: string;
@@ -101,7 +115,14 @@ export interface IntentEvents {
   readonly events: readonly IntentEvent[];
 }
 
-export type QuoteRequest = Readonly<QuoteInput>;
+/** The fee part of an intent body. */
+export interface QuoteRequest {
+  /** NFC_CHARGE has no quote. */
+  readonly operationType: Exclude<OperationType, 'NFC_CHARGE'>;
+  readonly amount: number;
+  readonly currency?: string;
+  readonly metadata?: Metadata;
+}
 
 export interface FeeSplit {
   readonly account: string;
@@ -198,7 +219,23 @@ export interface Transactions {
   readonly transactions: readonly Transaction[];
 }
 
-export type IppsRegistrationRequest = Readonly<WalletCustomer>;
+/** What PSPX needs to open a wallet, passed on as it is. */
+export interface IppsRegistrationRequest {
+  readonly externalUserId: string;
+  readonly customerEnglishName: string;
+  /** 13 digits. */
+  readonly senderTaxId: string;
+  readonly senderAccountName: string;
+  readonly senderMobileNumber?: string;
+  /** YYYY-MM-DD. */
+  readonly documentExpiry: string;
+  /** YYYY-MM-DD. */
+  readonly dateOfBirth: string;
+  readonly phoneNumber: string;
+  /** ISO 3166-1 alpha-2. */
+  readonly nationality: string;
+  readonly address: string;
+}
 
 export interface IppsRegistration {
   readonly walletId: string;
@@ -244,8 +281,20 @@ export interface ResolveResult {
   readonly queuedJob: string | null;
 }
 
+export interface AuditViolation {
+  readonly check: AuditCheck;
+  readonly detail: string;
+  readonly intentId?: string;
+  readonly account?: string;
+}
+
 /** A broken invariant is a finding, not a failed request: 200 with ok false. */
-export type { AuditResult, AuditViolation };
+export interface AuditResult {
+  readonly ok: boolean;
+  /** ISO 8601 UTC. */
+  readonly checkedAt: string;
+  readonly violations: readonly AuditViolation[];
+}
 
 /** An intent as operators see it (GET /admin/intents): every service's, with its key and PSP state. */
 export interface AdminIntent extends Omit<Intent, 'operationType' | 'channel' | 'status'> {
@@ -267,6 +316,17 @@ export interface AdminIntentPage {
   readonly intents: readonly AdminIntent[];
   /** Pass as `cursor` for the next page; null on the last one. */
   readonly nextCursor: string | null;
+}
+
+export interface IntentFilter {
+  readonly status?: IntentStatus;
+  readonly operationType?: OperationType;
+  readonly channel?: Channel;
+  readonly serviceId?: string;
+  /** ISO 8601, inclusive. Kept as text: a Date would drop the microseconds the column holds. */
+  readonly createdFrom?: string;
+  /** ISO 8601, exclusive, so that consecutive windows neither overlap nor leave a gap. */
+  readonly createdTo?: string;
 }
 
 export interface AdminIntentQuery extends IntentFilter {
@@ -291,18 +351,125 @@ export interface AdminListQuery {
   readonly offset?: number;
 }
 
-export type FeeRuleInput = Readonly<FeeRuleCreate>;
+/** A create body: the `Required` fields, the others optional (the service fills in the column defaults). */
+type CreateBody<Fields, Required extends keyof Fields> = Readonly<Pick<Fields, Required> & Partial<Omit<Fields, Required>>>;
 
-export type RouteInput = Readonly<RouteCreate>;
+/** The stored record's extra fields: its id, and an operation type read back as text (a retired type still reads). */
+type Stored<Fields> = Readonly<Omit<Fields, 'operationType'> & { id: number; operationType: string; createdAt: string }>;
 
-export type LimitRuleInput = Readonly<LimitRuleCreate>;
+interface FeeRuleFields {
+  name: string;
+  operationType: OperationType;
+  /** Returns [{account, amount}]. */
+  expression: string;
+  /** Default PRE. */
+  timing: FeeTiming;
+  tagsInclude: string[];
+  tagsExclude: string[];
+  /** Ascending, default 0. */
+  priority: number;
+  /** Default true; inactive records are ignored. */
+  active: boolean;
+}
+export type FeeRuleInput = CreateBody<FeeRuleFields, 'name' | 'operationType' | 'expression'>;
+export type FeeRule = Stored<FeeRuleFields>;
 
-export type AuthPolicyInput = Readonly<AuthPolicyCreate>;
+interface RouteFields {
+  operationType: OperationType;
+  /** Satang, default 1. */
+  minAmount: number;
+  /** Satang; null (default) is unbounded. */
+  maxAmount: number | null;
+  channel: Channel;
+  /** Ascending: the first route holding the amount wins; default 0. */
+  priority: number;
+  active: boolean;
+}
+export type RouteInput = CreateBody<RouteFields, 'operationType' | 'channel'>;
+export type Route = Readonly<Omit<Stored<RouteFields>, 'minAmount' | 'maxAmount'> & { minAmount: Money; maxAmount: Money | null }>;
 
-export type ServiceKeyInput = Readonly<ServiceKeyCreate>;
+interface LimitRuleFields {
+  name: string;
+  /** '*' (default) is every operation type. */
+  operationType: '*' | OperationType;
+  direction: LimitDirection;
+  window: LimitWindow;
+  limitType: LimitType;
+  /** Satang for AMOUNT, intents for COUNT. */
+  limit: number;
+  /** Default THB. */
+  currency: string;
+  active: boolean;
+}
+export type LimitRuleInput = CreateBody<LimitRuleFields, 'name' | 'direction' | 'window' | 'limitType' | 'limit'>;
+/** `limit` comes back as a decimal string. */
+export type LimitRule = Readonly<Omit<Stored<LimitRuleFields>, 'limit'> & { limit: string }>;
+
+/** Every present key must hold (AND); {} matches everything. Other keys are stored and ignored. */
+export interface PolicyCondition {
+  amount_lt?: number;
+  amount_gte?: number;
+  amount_lte?: number;
+  currency?: string;
+  daily_cumulative_gte?: number;
+  new_payee?: boolean;
+}
+
+interface AuthPolicyFields {
+  /** 'global', 'app:{appId}' or 'merchant:{merchantId}'. */
+  scope: string;
+  condition: PolicyCondition;
+  requiredStepUp: StepUpLevel;
+  reasonCode: string;
+  /** Ascending, default 100. */
+  priority: number;
+  active: boolean;
+}
+export type AuthPolicyInput = CreateBody<AuthPolicyFields, 'scope' | 'requiredStepUp' | 'reasonCode'>;
+export type AuthPolicy = Readonly<AuthPolicyFields & { id: number; createdAt: string; updatedAt: string }>;
+
+interface AccountOverride {
+  allowedTypes: AccountType[];
+  namePattern: string;
+}
+
+/** What a service key may do. */
+export interface Permissions {
+  allowedOperationTypes: string[];
+  merchantId?: number;
+  forceResolve?: boolean;
+  admin?: boolean;
+  allowToLedgerAccountId?: boolean;
+  fromAccountOverride?: AccountOverride;
+  toAccountOverride?: AccountOverride;
+  accountEntityTypes?: EntityType[];
+  /** Refuse the older X-Signature for this key: only RFC 9421 message signatures verify. */
+  requireMessageSignatures?: boolean;
+  /** A token bucket per service id: `requestsPerSecond` refill, `burst` capacity. Absent: no limit. */
+  rateLimit?: { requestsPerSecond: number; burst: number };
+}
+
+/** The secret is set in the service's CONFIG_FILE, never through the API. */
+export interface ServiceKeyInput {
+  readonly serviceId: string;
+  readonly permissions: Permissions;
+  readonly active?: boolean;
+}
 
 /** `permissions` replaces the stored permissions as a whole. */
-export type ServiceKeyPatch = Readonly<ServiceKeyChange>;
+export interface ServiceKeyPatch {
+  readonly permissions?: Permissions;
+  readonly active?: boolean;
+}
+
+/** The key record only: secrets never leave the service. */
+export interface ServiceKey {
+  readonly serviceId: string;
+  readonly active: boolean;
+  readonly permissions: Permissions;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+}
 
 export interface LogLevel {
   readonly level: string;

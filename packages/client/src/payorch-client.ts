@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { type AdminApi, adminApi } from './admin-api.js';
 import { statusEvents } from './event-stream.js';
 import { PayorchError } from './payorch-error.js';
@@ -10,9 +9,9 @@ import {
   DEFAULT_SIGNATURE_SCHEME,
   REQUEST_TIMEOUT_MS,
   type RetryPolicy,
-  type SignatureScheme,
   sleepMs,
 } from './transport.js';
+import type { SignatureScheme } from './signing.js';
 import type {
   AccountCreated,
   AccountCreateRequest,
@@ -151,7 +150,7 @@ export function createPayorchClient(options: PayorchClientOptions): PayorchClien
         call({
           method: 'POST',
           path: '/intents',
-          json: { ...body, idempotencyKey: body.idempotencyKey ?? randomUUID() },
+          json: { ...body, idempotencyKey: body.idempotencyKey ?? crypto.randomUUID() },
           userId: user.userId,
           retry: true,
         }),
@@ -173,7 +172,7 @@ export function createPayorchClient(options: PayorchClientOptions): PayorchClien
         call({
           method: 'POST',
           path: `/intents/${segment(intentId)}/confirm`,
-          json: { ...body, idempotencyKey: body.idempotencyKey ?? randomUUID() },
+          json: { ...body, idempotencyKey: body.idempotencyKey ?? crypto.randomUUID() },
           userId: confirmOptions.userId ?? body.payerUserId,
           ...(confirmOptions.ifMatch === undefined ? {} : { headers: { 'if-match': String(confirmOptions.ifMatch) } }),
           retry: true,

@@ -1,4 +1,4 @@
-import { ERROR_STATUS, type ErrorCode } from '../domain/errors.js';
+import { ERROR_STATUS, type ErrorCode } from './vocabulary.js';
 
 /** A code of the service's catalogue, or UNKNOWN for an answer without one (a proxy's 502, the health probe's 503). */
 export type PayorchErrorCode = ErrorCode | 'UNKNOWN';

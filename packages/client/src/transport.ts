@@ -1,17 +1,9 @@
-import assert from 'node:assert/strict';
-import { setTimeout as delay } from 'node:timers/promises';
-import { messageSignedHeaders } from '../domain/message-signing.js';
-import { signedHeaders } from '../domain/signing.js';
 import { PayorchConnectionError } from './payorch-error.js';
+import { createSigner, type SignatureScheme } from './signing.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
-/**
- * 'message': an HTTP Message Signature (RFC 9421) that also covers X-User-Id and carries a fresh
- * nonce. 'x-signature': the older scheme (docs/rules.md R1), for servers that predate the other one.
- * docs/SECURITY.md section 2 says why the first is the default.
- */
-export type SignatureScheme = 'message' | 'x-signature';
+/** docs/SECURITY.md section 2 says why message signatures are the default. */
 export const DEFAULT_SIGNATURE_SCHEME: SignatureScheme = 'message';
 
 export interface RetryPolicy {
@@ -98,7 +90,7 @@ export function backoffMs(policy: RetryPolicy, retryNumber: number, random: () =
   return Math.round(ceilingMs / 2 + random() * (ceilingMs / 2));
 }
 
-export const sleepMs = (ms: number): Promise<void> => delay(ms);
+export const sleepMs = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function parseBody(response: Response): Promise<unknown> {
   const text = await response.text();
@@ -123,29 +115,30 @@ type Attempt = { readonly kind: 'answer'; readonly response: RawResponse } | { r
  * Signed per attempt: a retry after a long backoff must not fall outside the ±60 s window, and must
  * not repeat the nonce of the attempt before it.
  */
-function authHeaders(credentials: Credentials, request: SendRequest, body: string): Record<string, string> {
-  const user = request.userId === undefined ? {} : { userId: request.userId };
+function authenticator(credentials: Credentials): (request: SendRequest, body: string) => Promise<Record<string, string>> {
   switch (credentials.kind) {
     case 'signed': {
-      const sign = credentials.scheme === 'message' ? messageSignedHeaders : signedHeaders;
-      return sign(credentials.serviceId, credentials.secret, request.method, request.path, body, user);
+      const signer = createSigner(credentials.serviceId, credentials.secret, credentials.scheme);
+      return (request, body) =>
+        signer.sign(request.method, request.path, body, request.userId === undefined ? {} : { userId: request.userId });
     }
     case 'bearer':
-      return {
+      return async (request) => ({
         authorization: `Bearer ${credentials.token}`,
         ...(request.userId === undefined ? {} : { 'x-user-id': String(request.userId) }),
-      };
+      });
   }
 }
 
 /** Signs and sends requests; retries 5xx answers and network errors of retryable requests, nothing else (docs/rules.md, Retries). */
 export function createTransport(options: TransportOptions): Transport {
   const base = options.baseUrl.replace(/\/+$/, '');
+  const authHeaders = authenticator(options.credentials);
 
-  function signedInit(request: SendRequest, signal: AbortSignal): RequestInit {
+  async function signedInit(request: SendRequest, signal: AbortSignal): Promise<RequestInit> {
     const body = request.body ?? '';
     const headers: Record<string, string> = {
-      ...authHeaders(options.credentials, request, body),
+      ...(await authHeaders(request, body)),
       ...(body === '' ? {} : { 'content-type': 'application/json' }),
       ...request.headers,
     };
@@ -154,7 +147,7 @@ export function createTransport(options: TransportOptions): Transport {
 
   async function attemptOnce(request: SendRequest): Promise<Attempt> {
     try {
-      const response = await options.fetch(`${base}${request.path}`, signedInit(request, AbortSignal.timeout(options.timeoutMs)));
+      const response = await options.fetch(`${base}${request.path}`, await signedInit(request, AbortSignal.timeout(options.timeoutMs)));
       return { kind: 'answer', response: { status: response.status, body: await parseBody(response) } };
     } catch (error) {
       return { kind: 'no-answer', error };
@@ -164,14 +157,13 @@ export function createTransport(options: TransportOptions): Transport {
   return {
     async send(request) {
       const attemptsMax = request.retry ? options.retry.attemptsMax : 1;
-      let last: Attempt | undefined;
-      for (let attempt = 1; attempt <= attemptsMax; attempt++) {
-        if (attempt > 1) await options.sleep(backoffMs(options.retry, attempt - 1));
-        last = await attemptOnce(request);
+      let last = await attemptOnce(request);
+      for (let retryNumber = 1; retryNumber < attemptsMax; retryNumber++) {
         // 4xx (409 included) say the request itself must change: repeating it cannot help.
         if (last.kind === 'answer' && last.response.status < 500) return last.response;
+        await options.sleep(backoffMs(options.retry, retryNumber));
+        last = await attemptOnce(request);
       }
-      assert.ok(last !== undefined, 'attemptsMax >= 1 is checked at construction');
       if (last.kind === 'answer') return last.response;
       const reason = describeNetworkError(last.error);
       throw new PayorchConnectionError(
@@ -183,7 +175,7 @@ export function createTransport(options: TransportOptions): Transport {
     async open(request, signal) {
       let response: Response;
       try {
-        response = await options.fetch(`${base}${request.path}`, signedInit({ ...request, retry: false }, signal));
+        response = await options.fetch(`${base}${request.path}`, await signedInit({ ...request, retry: false }, signal));
       } catch (error) {
         throw new PayorchConnectionError(`${request.method} ${base}${request.path}: ${describeNetworkError(error)}`, 1, error);
       }
