@@ -184,6 +184,9 @@ describe('GET /intents/{id}/stream', () => {
     expect(res.statusCode, res.body).toBe(200);
     await client.ended;
     expect(statuses(client)).toEqual(['CREATED', 'VALIDATED', 'AUTHORIZED', 'SETTLED']);
+    // Each live message is matched to its feed event: its cursor is the id a reconnect resumes from.
+    const feed = (await t.call('GET', '/events?limit=500')).json().events as Array<{ cursor: string; intentId: string }>;
+    expect(client.events.map((e) => e.id)).toEqual(feed.filter((e) => e.intentId === intentId).map((e) => e.cursor));
   });
 
   it('a client that subscribes after the end learns the final status and the stream closes at once', async () => {

@@ -102,7 +102,7 @@ const STREAM_SLOT_RETRY_MS = 1_000;
 
 const STREAM_DESCRIPTION =
   'Server-Sent Events. The first event is the current status; then one `event: status` per transition, ' +
-  'each with `data: {"intentId","status","updatedAt"}`. Events taken from the event feed carry its cursor as `id`; ' +
+  'each with `data: {"intentId","status","updatedAt"}`. Each event carries its event-feed cursor as `id` (rarely none, when the feed lags); ' +
   'a client that reconnects with `Last-Event-ID` first gets the changes after that cursor, then the live ones. ' +
   'The stream ends after a final status (SETTLED, FAILED, ' +
   `CANCELED, EXPIRED), after ${STREAM_LIFETIME_MAX_MS / 60_000} minutes (reconnect: the first event tells the status), ` +
@@ -216,24 +216,67 @@ export function intentStreamRoutes(app: App, deps: IntentStreamDeps): void {
     open.add(stream.end);
     deps.openStreams?.inc();
 
-    let lastRank = -1;
-    const send = (message: StatusMessage, eventId?: string) => {
-      if (STATUS_RANK[message.status] <= lastRank) return;
-      lastRank = STATUS_RANK[message.status];
-      stream.send(message, eventId);
-      if (isFinal(message.status)) stream.end();
-    };
-    deliver = (message) => send(message);
-    if (resumeAfter !== null) {
-      for (const event of fromFeed) send({ intentId: id, status: event.statusTo, updatedAt: event.occurredAt.toISOString() }, event.cursor);
-    }
-    const newest = fromFeed.at(-1);
-    send(
-      { intentId: id, status: current.status, updatedAt: current.updatedAt.toISOString() },
-      resumeAfter === null && newest?.statusTo === current.status ? newest.cursor : undefined,
+    const statusStream = new StatusStream(stream, (afterSeq) =>
+      feedEvents(request.caller.serviceId, id, afterSeq ?? 0n).catch((error: unknown) => {
+        request.log.warn({ err: error, traceId: id }, 'feed read for a live stream failed; the live message goes without an id');
+        return [];
+      }),
     );
+    if (resumeAfter !== null) statusStream.sendFeed(fromFeed);
+    const newest = fromFeed.at(-1);
+    statusStream.send(
+      { intentId: id, status: current.status, updatedAt: current.updatedAt.toISOString() },
+      resumeAfter === null ? newest : undefined,
+    );
+    statusStream.skipTo(newest?.seq ?? resumeAfter);
+    deliver = (message) => statusStream.cue(message);
     for (const message of queued.splice(0)) deliver(message);
     return reply;
+  }
+}
+
+/**
+ * What one stream sends, in status order (a status at or below the last one sent is dropped):
+ * feed events with their cursors as ids, so a client that reconnects with Last-Event-ID resumes
+ * without repeats. A live message is first a cue to read the intent's feed after the last cursor
+ * sent; it goes out itself, without an id, only when the feed does not have its change yet.
+ */
+class StatusStream {
+  private lastRank = -1;
+  private lastSeq: bigint | null = null;
+  private cues: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly stream: OpenStream,
+    private readonly readFeedAfter: (afterSeq: bigint | null) => Promise<FeedEvent[]>,
+  ) {}
+
+  /** `event`: the feed event of this status, whose cursor becomes the SSE id when it is this status. */
+  send(message: StatusMessage, event?: FeedEvent): void {
+    if (STATUS_RANK[message.status] <= this.lastRank) return;
+    this.lastRank = STATUS_RANK[message.status];
+    this.stream.send(message, event?.statusTo === message.status ? event.cursor : undefined);
+    if (isFinal(message.status)) this.stream.end();
+  }
+
+  sendFeed(events: readonly FeedEvent[]): void {
+    for (const event of events) {
+      this.send({ intentId: event.intentId, status: event.statusTo, updatedAt: event.occurredAt.toISOString() }, event);
+      this.skipTo(event.seq);
+    }
+  }
+
+  skipTo(seq: bigint | null): void {
+    if (seq !== null && (this.lastSeq === null || seq > this.lastSeq)) this.lastSeq = seq;
+  }
+
+  /** One at a time, in arrival order: each reads the feed after what the previous one sent. */
+  cue(message: StatusMessage): void {
+    this.cues = this.cues.then(async () => {
+      if (this.stream.ended) return;
+      this.sendFeed(await this.readFeedAfter(this.lastSeq));
+      this.send(message);
+    });
   }
 }
 
@@ -242,6 +285,7 @@ interface OpenStream {
   send(message: StatusMessage, eventId?: string): void;
   /** Ends the response once; safe to call again or after the client left. */
   end(): void;
+  readonly ended: boolean;
 }
 
 function openStream(raw: ServerResponse, limits: { heartbeatIntervalMs: number; lifetimeMaxMs: number }, onEnd: () => void): OpenStream {
@@ -268,6 +312,9 @@ function openStream(raw: ServerResponse, limits: { heartbeatIntervalMs: number; 
   // The client went away (or the socket broke): stop the timers and the subscription.
   raw.on('close', end);
   return {
+    get ended() {
+      return ended;
+    },
     send(message, eventId) {
       if (ended) return;
       raw.write(`${eventId === undefined ? '' : `id: ${eventId}\n`}event: status\ndata: ${JSON.stringify(message)}\n\n`);
