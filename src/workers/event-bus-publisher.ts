@@ -3,7 +3,7 @@ import type { BusMessage, EventBus } from '../adapters/event-bus.js';
 import type { Logger } from '../adapters/logger.js';
 import { decodeFeedCursor } from '../domain/events/feed-cursor.js';
 import { loadReaderPosition, storeReaderPosition } from '../domain/events/feed-readers.js';
-import { type FeedEvent, feedEventBody, readFeed } from '../domain/events/feed.js';
+import { type FeedEvent, feedEventView, readFeed } from '../domain/events/feed.js';
 
 /**
  * Publishes every feed event to the event bus (docs/EVENTS.md), in feed order, from its own
@@ -64,7 +64,7 @@ export function createEventBusPublisher(deps: EventBusPublisherDeps): EventBusPu
   const toMessage = (event: FeedEvent): BusMessage => ({
     subject: `${settings.subjectPrefix}.${event.serviceId}`,
     id: event.cursor,
-    data: JSON.stringify(feedEventBody(event)),
+    data: JSON.stringify(feedEventView(event)),
   });
 
   return {

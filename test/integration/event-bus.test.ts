@@ -6,7 +6,7 @@ import type { Database } from '../../src/adapters/database.js';
 import { connectEventBus, type EventBusSettings } from '../../src/adapters/event-bus.js';
 import type { Logger } from '../../src/adapters/logger.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
-import { feedEventBody, readFeed, sequenceFeed } from '../../src/domain/events/feed.js';
+import { feedEventView, readFeed, sequenceFeed } from '../../src/domain/events/feed.js';
 import { createEventBusPublisher, type EventBusPublisher } from '../../src/workers/event-bus-publisher.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
@@ -101,7 +101,7 @@ describe.runIf(natsUrl !== undefined)('publishing the feed to NATS JetStream', (
     const feed = await readFeed(t.db, { afterSeq: null, limit: 500 });
     expect(feed.events.length).toBe(PAYERS.length * 8);
     expect(await streamed()).toEqual(
-      feed.events.map((e) => ({ subject: `${settings.subjectPrefix}.${e.serviceId}`, id: e.cursor, body: feedEventBody(e) })),
+      feed.events.map((e) => ({ subject: `${settings.subjectPrefix}.${e.serviceId}`, id: e.cursor, body: feedEventView(e) })),
     );
   });
 

@@ -27,7 +27,7 @@ export interface FeedEvent {
 }
 
 /** An event as every reader outside gets it (docs/rules.md R54): GET /events, the event bus, webhooks. */
-export const FeedEventBody = Type.Object({
+export const FeedEventView = Type.Object({
   cursor: Type.String({ description: 'opaque; `after` of a later call resumes right behind this event' }),
   intentId: Uuid,
   operationType: Type.String(),
@@ -38,7 +38,7 @@ export const FeedEventBody = Type.Object({
   occurredAt: Type.String({ format: 'date-time' }),
 });
 
-export function feedEventBody(event: FeedEvent): Static<typeof FeedEventBody> {
+export function feedEventView(event: FeedEvent): Static<typeof FeedEventView> {
   return {
     cursor: event.cursor,
     intentId: event.intentId,

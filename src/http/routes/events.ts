@@ -2,7 +2,7 @@ import Type from 'typebox';
 import type { Database } from '../../adapters/database.js';
 import { apiError } from '../../domain/errors.js';
 import { decodeFeedCursor, encodeFeedCursor } from '../../domain/events/feed-cursor.js';
-import { FeedEventBody, feedEventBody, readFeed, sequenceFeed } from '../../domain/events/feed.js';
+import { FeedEventView, feedEventView, readFeed, sequenceFeed } from '../../domain/events/feed.js';
 import type { App } from '../typed-app.js';
 import { responses } from '../schemas.js';
 
@@ -39,7 +39,7 @@ export function eventRoutes(app: App, deps: { readonly db: Database }): void {
         summary: "Status changes of the calling service's intents, after a cursor",
         description: DESCRIPTION,
         querystring: EventsQuery,
-        response: responses({ 200: Type.Object({ events: Type.Array(FeedEventBody), nextCursor: Type.String() }) }, [401, 410, 422]),
+        response: responses({ 200: Type.Object({ events: Type.Array(FeedEventView), nextCursor: Type.String() }) }, [401, 410, 422]),
       },
     },
     async (request) => {
@@ -54,7 +54,7 @@ export function eventRoutes(app: App, deps: { readonly db: Database }): void {
         throw apiError('VALIDATION_ERROR', 'querystring.after: not a cursor this feed issued');
       if (afterSeq !== null && afterSeq < page.prunedThroughSeq)
         throw apiError('CURSOR_EXPIRED', 'the events after this cursor are past the retention and were pruned; read again without after');
-      return { events: page.events.map(feedEventBody), nextCursor: encodeFeedCursor(page.nextSeq) };
+      return { events: page.events.map(feedEventView), nextCursor: encodeFeedCursor(page.nextSeq) };
     },
   );
 }
