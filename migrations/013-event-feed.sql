@@ -24,9 +24,11 @@ CREATE TABLE event_feed (
 -- What the sequencer takes, oldest first; a row leaves this index when it is numbered.
 CREATE INDEX event_feed_unsequenced_idx ON event_feed (event_id) WHERE seq IS NULL;
 -- Readers of every service (the NATS publisher, webhooks) and pruning, in feed order.
-CREATE UNIQUE INDEX event_feed_seq_idx ON event_feed (seq);
+CREATE UNIQUE INDEX event_feed_seq_idx ON event_feed (seq) WHERE seq IS NOT NULL;
 -- GET /events: one service's events after its cursor.
 CREATE INDEX event_feed_service_idx ON event_feed (service_id, seq) WHERE seq IS NOT NULL;
+-- A live stream resumed with Last-Event-ID: one intent's events after the cursor.
+CREATE INDEX event_feed_intent_idx ON event_feed (intent_id, seq) WHERE seq IS NOT NULL;
 
 -- The sequencer's counter and the pruning mark, one row. last_seq only grows (pruning never
 -- lowers it), so a seq is never given twice even when every row is pruned.

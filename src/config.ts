@@ -1,3 +1,4 @@
+import { EVENT_BUS_DEFAULTS } from './adapters/event-bus.js';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
@@ -101,6 +102,9 @@ export interface Config {
   readonly eventBusUrl: string | undefined;
   /** The first webhook retry waits this long, each further one twice as long (WEBHOOK_RETRY_BASE_MS). */
   readonly webhookRetryBaseMs: number;
+  /** EVENT_BUS_STREAM / EVENT_BUS_SUBJECT_PREFIX: the stream and its subjects; other values only to share one NATS account between deployments. */
+  readonly eventBusStream: string;
+  readonly eventBusSubjectPrefix: string;
   readonly file: ConfigFile;
 }
 
@@ -192,6 +196,12 @@ function eventBusUrl(value: string | undefined): string | undefined {
   return value;
 }
 
+function natsName(env: NodeJS.ProcessEnv, name: string, fallback: string, pattern: RegExp): string {
+  const value = nonEmpty(env[name]) ?? fallback;
+  if (!pattern.test(value)) throw new ConfigError(`${name} must match ${pattern.source}`);
+  return value;
+}
+
 const nonEmpty = (value: string | undefined) => (value === undefined || value === '' ? undefined : value);
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -236,6 +246,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     eventFeedIntervalMs: integer(env, 'EVENT_FEED_INTERVAL_MS', 250, 1),
     eventBusUrl: eventBusUrl(nonEmpty(env.EVENT_BUS_URL)),
     webhookRetryBaseMs: integer(env, 'WEBHOOK_RETRY_BASE_MS', 1000, 1),
+    eventBusStream: natsName(env, 'EVENT_BUS_STREAM', EVENT_BUS_DEFAULTS.streamName, /^[A-Za-z0-9_-]{1,64}$/),
+    eventBusSubjectPrefix: natsName(
+      env,
+      'EVENT_BUS_SUBJECT_PREFIX',
+      EVENT_BUS_DEFAULTS.subjectPrefix,
+      /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/,
+    ),
     file: readConfigFile(configFile),
   });
   refuseLapsingLease(config);

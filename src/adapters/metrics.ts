@@ -208,7 +208,8 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     registers,
   });
   const samplers: Array<() => Promise<void>> = [];
-  if (options.sql !== undefined) samplers.push(outboxSampler(options.sql, registers), webhookSampler(options.sql, registers));
+  if (options.sql !== undefined)
+    samplers.push(outboxSampler(options.sql, registers), webhookSampler(options.sql, registers), eventFeedSampler(options.sql, registers));
 
   return {
     registry,
@@ -322,6 +323,38 @@ function webhookSampler(sql: Sql, registers: Registry[]): () => Promise<void> {
     } catch {
       backlog.set(-1);
       dead.set(-1);
+    }
+  };
+}
+
+/**
+ * The event feed at scrape time (docs/EVENTS.md): changes committed but not yet numbered (a
+ * sequencer that stopped shows here), and how many numbered events each background reader (the
+ * NATS publisher) has still to handle. -1 when the read failed.
+ */
+function eventFeedSampler(sql: Sql, registers: Registry[]): () => Promise<void> {
+  const unnumbered = new Gauge({
+    name: 'payorch_event_feed_unnumbered',
+    help: 'Committed status changes the feed has not numbered yet; -1 when the database could not be read.',
+    registers,
+  });
+  const readerLag = new Gauge({
+    name: 'payorch_event_feed_reader_lag',
+    help: 'Numbered feed events a background reader (e.g. nats:PAYORCH_EVENTS) has not handled yet.',
+    labelNames: ['reader'],
+    registers,
+  });
+  return async () => {
+    try {
+      const { rows } = await sql.query<{ unnumbered: number; reader: string | null; lag: bigint | null }>(
+        `SELECT (SELECT count(*) FROM event_feed WHERE seq IS NULL)::int AS unnumbered, r.reader, s.last_seq - r.after_seq AS lag
+           FROM event_feed_state s LEFT JOIN event_feed_readers r ON true`,
+      );
+      unnumbered.set(rows[0]?.unnumbered ?? 0);
+      readerLag.reset();
+      for (const row of rows) if (row.reader !== null && row.lag !== null) readerLag.set({ reader: row.reader }, Number(row.lag));
+    } catch {
+      unnumbered.set(-1);
     }
   };
 }

@@ -14,6 +14,8 @@ import { reconcileStuckIntents } from './reconciliation.js';
 import { createTableMaintenance } from './table-maintenance.js';
 import { createWebhookWorker, WEBHOOK_DEFAULTS } from './webhook-worker.js';
 import { createEventFeedWorker } from './event-feed-worker.js';
+import { connectEventBus } from '../adapters/event-bus.js';
+import { createEventBusPublisher, EVENT_BUS_BATCH_SIZE_MAX, type EventBusPublisher } from './event-bus-publisher.js';
 
 export interface WorkersDeps {
   readonly config: Config;
@@ -110,6 +112,11 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
     startLoop('webhooks', WEBHOOK_INTERVAL_MS, () => webhooks.runOnce(), log),
     startLoop('balance-monitor', config.balanceMonitorIntervalMs, () => monitor.runOnce().then(countBalanceCheck), log),
   ];
+  const bus = eventBusPublisher(deps);
+  if (bus !== null) {
+    // In the outbox leader only: one publisher at a time keeps the stream in feed order.
+    loops.push(startLoop('event-bus', config.eventFeedIntervalMs, () => (outbox.isLeader ? bus.runOnce() : bus.standBy()), log));
+  }
   if (await lacksAutovacuum(db, log)) {
     const maintenance = createTableMaintenance({ db, log: log.child({ worker: 'table-maintenance' }) });
     loops.push(startLoop('table-maintenance', TABLE_MAINTENANCE_INTERVAL_MS, () => maintenance.runOnce(), log));
@@ -117,9 +124,23 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
   return {
     async stop() {
       await Promise.all(loops.map((loop) => loop.stop()));
+      await bus?.standBy();
       await outbox.stop();
     },
   };
+}
+
+function eventBusPublisher(deps: WorkersDeps): EventBusPublisher | null {
+  const { config } = deps;
+  const url = config.eventBusUrl;
+  if (url === undefined) return null;
+  const stream = { streamName: config.eventBusStream, subjectPrefix: config.eventBusSubjectPrefix };
+  return createEventBusPublisher({
+    db: deps.db,
+    connect: () => connectEventBus(url, stream),
+    log: deps.log.child({ worker: 'event-bus' }),
+    settings: { subjectPrefix: stream.subjectPrefix, readerName: `nats:${stream.streamName}`, batchSizeMax: EVENT_BUS_BATCH_SIZE_MAX },
+  });
 }
 
 /**

@@ -91,6 +91,7 @@ const ROUTE_TABLE: Readonly<Record<string, Allowed>> = {
   'GET /intents/{id}': ['200', '404 NOT_FOUND', '422 VALIDATION_ERROR'],
   'GET /intents/{id}/events': ['200', '404 NOT_FOUND', '422 VALIDATION_ERROR'],
   'GET /intents/{id}/stream': ['200', '404 NOT_FOUND', '422 VALIDATION_ERROR', '503 SERVICE_UNAVAILABLE'],
+  'GET /events': ['200', '410 CURSOR_EXPIRED', '422 VALIDATION_ERROR'],
   'POST /intents/{id}/confirm': [
     '200',
     '400 VALIDATION_ERROR',

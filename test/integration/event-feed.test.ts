@@ -4,6 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { decodeFeedCursor, encodeFeedCursor } from '../../src/domain/events/feed-cursor.js';
 import { pruneFeed } from '../../src/domain/events/feed-retention.js';
 import { readFeed, sequenceFeed } from '../../src/domain/events/feed.js';
+import { storeReaderPosition } from '../../src/domain/events/feed-readers.js';
 import { moveIntent } from '../../src/domain/intents/store/intent-writer.js';
 import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { startTestApp, type TestApp } from '../support/app.js';
@@ -210,6 +211,26 @@ describe('exactly once, in order, under concurrent writers', () => {
     expect(trails.size).toBe(paid.length + invoices.length);
     const again = await readAll(start, 500);
     expect(again.events.filter((e) => trails.has(e.intentId))).toEqual(seen);
+  });
+});
+
+describe('metrics', () => {
+  it('/metrics shows the changes not yet numbered and how far a background reader is behind', async () => {
+    const gauge = async (name: string) => {
+      const text = (await t.app.inject({ method: 'GET', url: '/metrics' })).body;
+      return Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]);
+    };
+    await endCursor();
+    const { rows } = await t.db.query<{ last_seq: bigint }>('SELECT last_seq FROM event_feed_state');
+    await storeReaderPosition(t.db, 'test-reader', (rows[0]?.last_seq ?? 0n) - 3n);
+    expect(await gauge('payorch_event_feed_unnumbered')).toBe(0);
+    expect(await gauge('payorch_event_feed_reader_lag\\{reader="test-reader"\\}')).toBe(3);
+    await pay(PAYERS[2] as number);
+    expect(await gauge('payorch_event_feed_unnumbered')).toBe(4);
+    await sequenceFeed(t.db);
+    expect(await gauge('payorch_event_feed_unnumbered')).toBe(0);
+    expect(await gauge('payorch_event_feed_reader_lag\\{reader="test-reader"\\}')).toBe(7);
+    await t.db.query(`DELETE FROM event_feed_readers WHERE reader = 'test-reader'`);
   });
 });
 

@@ -35,6 +35,8 @@ function counting(inner: Broker) {
 
 interface SseEvent {
   readonly event: string;
+  /** The feed cursor, on events the server took from the event feed. */
+  readonly id?: string;
   readonly data: { intentId: string; status: string; updatedAt: string };
 }
 
@@ -62,9 +64,10 @@ async function openSse(
   path: string,
   secrets: ReadonlyMap<string, readonly string[]>,
   service = 'wallet-api',
+  extraHeaders: Record<string, string> = {},
 ): Promise<SseClient> {
   const controller = new AbortController();
-  const headers = signedHeaders(service, secrets.get(service)?.[0] ?? '', 'GET', path, '');
+  const headers = { ...signedHeaders(service, secrets.get(service)?.[0] ?? '', 'GET', path, ''), ...extraHeaders };
   const response = await fetch(base + path, { headers, signal: controller.signal });
   const events: SseEvent[] = [];
   const comments: string[] = [];
@@ -89,7 +92,8 @@ async function openSse(
                 .split('\n')
                 .find((line) => line.startsWith(`${name}: `))
                 ?.slice(name.length + 2) ?? '';
-            events.push({ event: field('event'), data: JSON.parse(field('data')) as SseEvent['data'] });
+            const id = field('id');
+            events.push({ event: field('event'), data: JSON.parse(field('data')) as SseEvent['data'], ...(id === '' ? {} : { id }) });
           }
         }
       }
@@ -156,7 +160,12 @@ describe('GET /intents/{id}/stream', () => {
     expect(client.status).toBe(200);
     expect(client.contentType).toMatch(/^text\/event-stream/);
     await waitUntil(() => client.events.length === 1);
-    expect(client.events[0]).toEqual({ event: 'status', data: { intentId, status: 'CREATED', updatedAt: expect.stringMatching(/Z$/) } });
+    expect(client.events[0]).toEqual({
+      event: 'status',
+      // The feed cursor of the creation: what a reconnecting client sends back as Last-Event-ID.
+      id: expect.any(String),
+      data: { intentId, status: 'CREATED', updatedAt: expect.stringMatching(/Z$/) },
+    });
 
     expect((await cancel(intentId)).statusCode).toBe(200);
     await client.ended;
@@ -175,6 +184,9 @@ describe('GET /intents/{id}/stream', () => {
     expect(res.statusCode, res.body).toBe(200);
     await client.ended;
     expect(statuses(client)).toEqual(['CREATED', 'VALIDATED', 'AUTHORIZED', 'SETTLED']);
+    // Each live message is matched to its feed event: its cursor is the id a reconnect resumes from.
+    const feed = (await t.call('GET', '/events?limit=500')).json().events as Array<{ cursor: string; intentId: string }>;
+    expect(client.events.map((e) => e.id)).toEqual(feed.filter((e) => e.intentId === intentId).map((e) => e.cursor));
   });
 
   it('a client that subscribes after the end learns the final status and the stream closes at once', async () => {
@@ -223,6 +235,51 @@ describe('GET /intents/{id}/stream', () => {
     expect(((await unsigned.json()) as { error: string }).error).toBe('UNAUTHORIZED');
     const unknown = await openSse(base, `/intents/${randomUUID()}/stream`, t.secrets);
     expect(unknown.status).toBe(404);
+    expect(tap.openOn(intentChannel(intentId))).toBe(0);
+  });
+
+  it('a client that reconnects with Last-Event-ID gets the changes it missed from the feed, with their cursors as ids, then ends', async () => {
+    const intentId = await issueInvoice();
+    const first = await openSse(base, `/intents/${intentId}/stream`, t.secrets);
+    await waitUntil(() => first.events.length === 1);
+    const lastEventId = first.events[0]?.id as string;
+    first.abort();
+    // Missed while away: the confirm moves the invoice three times.
+    const res = await t.call('POST', `/intents/${intentId}/confirm`, {
+      user: 1,
+      body: { payerLedgerAccountId: ledgerAccountId('user.1.THB'), payerUserId: 1, idempotencyKey: randomUUID() },
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    const resumed = await openSse(base, `/intents/${intentId}/stream`, t.secrets, 'wallet-api', { 'last-event-id': lastEventId });
+    await resumed.ended;
+    expect(statuses(resumed)).toEqual(['VALIDATED', 'AUTHORIZED', 'SETTLED']);
+    const feed = (await t.call('GET', `/events?after=${lastEventId}&limit=500`)).json().events as Array<{
+      cursor: string;
+      intentId: string;
+    }>;
+    expect(resumed.events.map((e) => e.id)).toEqual(feed.filter((e) => e.intentId === intentId).map((e) => e.cursor));
+  });
+
+  it('resumed with the newest id, it sends the current status and then goes live', async () => {
+    const intentId = await issueInvoice();
+    const first = await openSse(base, `/intents/${intentId}/stream`, t.secrets);
+    await waitUntil(() => first.events.length === 1);
+    first.abort();
+    const resumed = await openSse(base, `/intents/${intentId}/stream`, t.secrets, 'wallet-api', {
+      'last-event-id': first.events[0]?.id as string,
+    });
+    await waitUntil(() => resumed.events.length === 1);
+    expect((await cancel(intentId)).statusCode).toBe(200);
+    await resumed.ended;
+    expect(statuses(resumed)).toEqual(['CREATED', 'CANCELED']);
+  });
+
+  it('refuses a Last-Event-ID it did not issue with 422 and subscribes to nothing', async () => {
+    const intentId = await issueInvoice();
+    for (const id of ['garbage', 'ZTAx', 'x'.repeat(201)]) {
+      const client = await openSse(base, `/intents/${intentId}/stream`, t.secrets, 'wallet-api', { 'last-event-id': id });
+      expect(client.status, id).toBe(422);
+    }
     expect(tap.openOn(intentChannel(intentId))).toBe(0);
   });
 

@@ -259,6 +259,18 @@ describe('PSP worker and outbox over HTTP against the simulator', () => {
     expect(sim().confirmsReceived(id)).toBe(1);
     const after = await snapshot();
     expect([after.user - before.user, after.nostro - before.nostro, after.transit]).toEqual([-(2000n + PRE_FEE), 2000n, 0n]);
+    // The event feed (docs/EVENTS.md) has the status changes only: the worker's sub-state moves stay
+    // in the audit log, and the escalation enters it as AUTHORIZED → MANUAL_REVIEW.
+    const feed = (await t.call('GET', '/events?limit=500')).json().events as Array<{
+      intentId: string;
+      statusFrom: string | null;
+      statusTo: string;
+    }>;
+    expect(feed.filter((e) => e.intentId === id).map((e) => [e.statusFrom, e.statusTo])).toEqual([
+      ...CREATED_TRAIL,
+      ['AUTHORIZED', 'MANUAL_REVIEW'],
+      ['MANUAL_REVIEW', 'SETTLED'],
+    ]);
   });
 
   it('endless pending (9998): resolve FAILED fails it at once with the reason, and the outbox releases the reservation', async () => {

@@ -2,6 +2,8 @@ import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { DEMO_CONFIG_FILE, readConfigFile, secretsOf } from '../../src/config.js';
+import { signedHeaders } from '../../src/domain/signing.js';
 
 /** `payorch serve` as a real process (dist/), for tests that kill or run several instances. */
 
@@ -77,4 +79,27 @@ export async function spawnService(
     void exited.then((code) => reject(new Error(`service exited (${code}) before listening:\n${logs.slice(-20).join('\n')}`)));
   });
   return { child, url, logs, exited };
+}
+
+const walletApiSecret = secretsOf(readConfigFile(DEMO_CONFIG_FILE)).get('wallet-api')?.[0] ?? '';
+
+/** A request to a running service signed as the demo config's wallet-api, with its JSON answer. */
+export async function callAsWalletApi(
+  url: string,
+  method: string,
+  path: string,
+  options: { readonly user?: number; readonly body?: unknown } = {},
+): Promise<{ status: number; body: Record<string, unknown> }> {
+  const raw = options.body === undefined ? '' : JSON.stringify(options.body);
+  const headers: Record<string, string> = signedHeaders(
+    'wallet-api',
+    walletApiSecret,
+    method,
+    path,
+    raw,
+    options.user === undefined ? {} : { userId: options.user },
+  );
+  if (raw !== '') headers['content-type'] = 'application/json';
+  const response = await fetch(`${url}${path}`, { method, headers, ...(raw === '' ? {} : { body: raw }) });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
 }

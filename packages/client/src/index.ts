@@ -11,6 +11,7 @@ export {
   type RawAnswer,
   type UserOptions,
 } from './payorch-client.js';
+export { EVENT_POLL_INTERVAL_MS, type EventIterationOptions } from './event-feed.js';
 export { ADMIN_COLLECTION_PATHS, type AdminApi, type AdminCollection } from './admin-api.js';
 export { PayorchConnectionError, PayorchError, type PayorchErrorBody, type PayorchErrorCode } from './payorch-error.js';
 export type { ClientRequest } from './requester.js';

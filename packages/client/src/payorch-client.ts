@@ -1,5 +1,6 @@
 import { type AdminApi, adminApi } from './admin-api.js';
 import { statusEvents } from './event-stream.js';
+import { type EventIterationOptions, iterateEvents } from './event-feed.js';
 import { PayorchError } from './payorch-error.js';
 import { type ClientRequest, createRequester, errorBodyOf, queryString, sendChecked } from './requester.js';
 import {
@@ -19,6 +20,9 @@ import type {
   CancelRequest,
   CancelResult,
   ConfirmRequest,
+  EventPage,
+  EventQuery,
+  FeedEvent,
   ConfirmResult,
   Health,
   HistoryQuery,
@@ -102,6 +106,13 @@ export interface PayorchClient {
   policies: {
     evaluate(body: PolicyEvaluationRequest): Promise<PolicyDecision>;
   };
+  /** The event feed: every status change of this service's intents, once each, in order (GET /events). */
+  events: {
+    /** One page after `after`. */
+    list(query?: EventQuery): Promise<EventPage>;
+    /** Every event after `after`, following nextCursor; with `follow: true` it waits for new ones until `signal` aborts. */
+    iterate(options?: EventIterationOptions): AsyncGenerator<FeedEvent>;
+  };
   admin: AdminApi;
 }
 
@@ -125,6 +136,9 @@ export function createPayorchClient(options: PayorchClientOptions): PayorchClien
     sleep: options.sleep ?? sleepMs,
   });
   const call = createRequester(transport);
+  // A read: safe to retry, the same cursor answers the same page.
+  const listEvents = (query: EventQuery): Promise<EventPage> =>
+    call({ method: 'GET', path: `/events${queryString({ after: query.after, limit: query.limit })}`, retry: true });
 
   return {
     async health() {
@@ -184,6 +198,10 @@ export function createPayorchClient(options: PayorchClientOptions): PayorchClien
     },
     policies: {
       evaluate: (body) => call({ method: 'POST', path: '/policies/evaluate', json: body, retry: true }),
+    },
+    events: {
+      list: (query = {}) => listEvents(query),
+      iterate: (iterationOptions = {}) => iterateEvents(listEvents, iterationOptions),
     },
     admin: adminApi(call),
   };

@@ -508,3 +508,31 @@ export interface WebhookRedelivery {
   readonly serviceId: string;
   readonly intentId: string;
 }
+
+/** One status change of an intent of the calling service, from the event feed (GET /events). */
+export interface FeedEvent {
+  /** Opaque; pass it as `after` to go on right behind this event. Store it to resume later. */
+  readonly cursor: string;
+  readonly intentId: string;
+  readonly operationType: OperationType;
+  /** null for the creation. */
+  readonly statusFrom: IntentStatus | null;
+  readonly statusTo: IntentStatus;
+  /** Satang, as a decimal string. */
+  readonly amount: string;
+  readonly currency: string;
+  readonly occurredAt: string;
+}
+
+export interface EventPage {
+  readonly events: readonly FeedEvent[];
+  /** Always present: the next page's `after` (the end of the feed when this page was not full). */
+  readonly nextCursor: string;
+}
+
+export interface EventQuery {
+  /** A cursor already read; absent: from the oldest event kept. */
+  readonly after?: string;
+  /** 1..500, default 100. */
+  readonly limit?: number;
+}

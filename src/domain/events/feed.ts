@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
+import Type, { type Static } from 'typebox';
 import type { Database, Sql } from '../../adapters/database.js';
 import type { IntentStatus, OperationType } from '../model.js';
+import { Money, Uuid } from '../wire-types.js';
 import { encodeFeedCursor } from './feed-cursor.js';
 
 /**
@@ -24,8 +26,19 @@ export interface FeedEvent {
   readonly occurredAt: Date;
 }
 
-/** The event as GET /events lists it and a webhook carries it: money as a decimal string, the time in ISO 8601. */
-export function feedEventView(event: FeedEvent) {
+/** An event as every reader outside gets it (docs/rules.md R54): GET /events, the event bus, webhooks. */
+export const FeedEventView = Type.Object({
+  cursor: Type.String({ description: 'opaque; `after` of a later call resumes right behind this event' }),
+  intentId: Uuid,
+  operationType: Type.String(),
+  statusFrom: Type.Union([Type.String(), Type.Null()], { description: 'null for the creation' }),
+  statusTo: Type.String(),
+  amount: Money,
+  currency: Type.String(),
+  occurredAt: Type.String({ format: 'date-time' }),
+});
+
+export function feedEventView(event: FeedEvent): Static<typeof FeedEventView> {
   return {
     cursor: event.cursor,
     intentId: event.intentId,
@@ -166,3 +179,22 @@ function toFeedEvent(row: FeedRow): FeedEvent {
 }
 
 const maxOf = (a: bigint, b: bigint) => (a > b ? a : b);
+
+/**
+ * One intent's numbered events after `afterSeq` (null: all of them kept), in order; for a live
+ * stream that resumes from a cursor. Scoped to the service, so a cursor names nothing of another
+ * tenant's.
+ */
+export async function readIntentFeed(
+  sql: Sql,
+  query: { readonly serviceId: string; readonly intentId: string; readonly afterSeq: bigint | null },
+): Promise<FeedEvent[]> {
+  const { rows } = await sql.query<FeedRow>(
+    `SELECT ${FEED_COLUMNS} FROM event_feed WHERE intent_id = $1 AND service_id = $2 AND seq > $3 ORDER BY seq LIMIT $4`,
+    [query.intentId, query.serviceId, (query.afterSeq ?? 0n).toString(), INTENT_EVENTS_MAX],
+  );
+  return rows.map(toFeedEvent);
+}
+
+/** An intent has a handful of status changes; the bound only keeps the read finite. */
+const INTENT_EVENTS_MAX = 100;

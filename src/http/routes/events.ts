@@ -2,9 +2,9 @@ import Type from 'typebox';
 import type { Database } from '../../adapters/database.js';
 import { apiError } from '../../domain/errors.js';
 import { decodeFeedCursor, encodeFeedCursor } from '../../domain/events/feed-cursor.js';
-import { feedEventView, readFeed, sequenceFeed } from '../../domain/events/feed.js';
+import { FeedEventView, feedEventView, readFeed, sequenceFeed } from '../../domain/events/feed.js';
 import type { App } from '../typed-app.js';
-import { Money, responses, Uuid } from '../schemas.js';
+import { responses } from '../schemas.js';
 
 /** docs/rules.md R54. */
 export const EVENTS_LIMIT_DEFAULT = 100;
@@ -23,17 +23,6 @@ const EventsQuery = Type.Object(
   },
   { additionalProperties: false },
 );
-
-export const FeedEventView = Type.Object({
-  cursor: Type.String({ description: 'opaque; `after` of a later call resumes behind this event' }),
-  intentId: Uuid,
-  operationType: Type.String(),
-  statusFrom: Type.Union([Type.String(), Type.Null()], { description: 'null for the creation' }),
-  statusTo: Type.String(),
-  amount: Money,
-  currency: Type.String(),
-  occurredAt: Type.String({ format: 'date-time' }),
-});
 
 const DESCRIPTION =
   "Every status change of the calling service's intents, in the order the service committed them. " +

@@ -6,6 +6,8 @@ import type { Broker } from '../../adapters/broker.js';
 import type { Database } from '../../adapters/database.js';
 import { apiError } from '../../domain/errors.js';
 import { findOwnIntent, type Intent } from '../../domain/intents/store/intent-store.js';
+import { decodeFeedCursor } from '../../domain/events/feed-cursor.js';
+import { type FeedEvent, readIntentFeed, sequenceFeed } from '../../domain/events/feed.js';
 import { intentChannel } from '../../domain/intents/store/status-publisher.js';
 import { FINAL_STATUSES, type IntentStatus } from '../../domain/model.js';
 import { isIntentStatus } from '../../domain/intents/store/state-machine.js';
@@ -92,12 +94,17 @@ function parseMessage(raw: string, intentId: string): StatusMessage | null {
 }
 
 const IdParams = Type.Object({ id: Uuid });
+const StreamHeaders = Type.Object({
+  'last-event-id': Type.Optional(Type.String({ maxLength: 200, description: 'the `id` of the last event received: resume after it' })),
+});
 /** A stream slot frees when a client leaves; a second is a fair wait before trying again. */
 const STREAM_SLOT_RETRY_MS = 1_000;
 
 const STREAM_DESCRIPTION =
   'Server-Sent Events. The first event is the current status; then one `event: status` per transition, ' +
-  'each with `data: {"intentId","status","updatedAt"}`. The stream ends after a final status (SETTLED, FAILED, ' +
+  'each with `data: {"intentId","status","updatedAt"}`. Each event carries its event-feed cursor as `id` (rarely none, when the feed lags); ' +
+  'a client that reconnects with `Last-Event-ID` first gets the changes after that cursor, then the live ones. ' +
+  'The stream ends after a final status (SETTLED, FAILED, ' +
   `CANCELED, EXPIRED), after ${STREAM_LIFETIME_MAX_MS / 60_000} minutes (reconnect: the first event tells the status), ` +
   `or at shutdown. A comment line is sent every ${STREAM_HEARTBEAT_INTERVAL_MS / 1000} s.`;
 
@@ -121,6 +128,7 @@ export function intentStreamRoutes(app: App, deps: IntentStreamDeps): void {
         summary: 'Live status of an intent of the calling service (Server-Sent Events)',
         description: STREAM_DESCRIPTION,
         params: IdParams,
+        headers: StreamHeaders,
         response: responses({ 200: { description: 'text/event-stream', content: { 'text/event-stream': { schema: Type.String() } } } }, [
           'NOT_FOUND',
           'RATE_LIMITED',
@@ -129,13 +137,17 @@ export function intentStreamRoutes(app: App, deps: IntentStreamDeps): void {
       },
     },
     async (request, reply) => {
+      const lastEventId = request.headers['last-event-id'];
+      const resumeAfter = lastEventId === undefined ? null : decodeFeedCursor(lastEventId);
+      if (lastEventId !== undefined && resumeAfter === null)
+        throw apiError('VALIDATION_ERROR', 'Last-Event-ID: not an event id this service issued');
       const release = slots.take(request.caller.serviceId);
       if (release === null) {
         deps.onRefused?.();
         throw refuseRateLimited(reply, STREAM_SLOT_RETRY_MS, `service ${request.caller.serviceId} holds its maximum of open streams`);
       }
       try {
-        return await streamIntent(request.params.id, request, reply, release);
+        return await streamIntent(request.params.id, resumeAfter, request, reply, release);
       } catch (error) {
         release();
         throw error;
@@ -143,7 +155,24 @@ export function intentStreamRoutes(app: App, deps: IntentStreamDeps): void {
     },
   );
 
-  async function streamIntent(id: string, request: FastifyRequest, reply: FastifyReply, release: () => void): Promise<FastifyReply> {
+  /**
+   * The intent's feed events after the client's Last-Event-ID (resuming), or its newest one (a new
+   * stream: its cursor becomes the first event's id when it is the current status).
+   */
+  async function feedEvents(serviceId: string, intentId: string, resumeAfter: bigint | null): Promise<FeedEvent[]> {
+    // What committed just now is numbered before the read, as GET /events does.
+    await sequenceFeed(deps.db);
+    const events = await readIntentFeed(deps.db, { serviceId, intentId, afterSeq: resumeAfter });
+    return resumeAfter === null ? events.slice(-1) : events;
+  }
+
+  async function streamIntent(
+    id: string,
+    resumeAfter: bigint | null,
+    request: FastifyRequest,
+    reply: FastifyReply,
+    release: () => void,
+  ): Promise<FastifyReply> {
     // Subscribe first, then read: a transition between the two is queued, not lost.
     const queued: StatusMessage[] = [];
     let deliver: ((message: StatusMessage) => void) | null = null;
@@ -160,8 +189,10 @@ export function intentStreamRoutes(app: App, deps: IntentStreamDeps): void {
       throw apiError('SERVICE_UNAVAILABLE', 'live status broker unavailable');
     }
     let current: Intent;
+    let fromFeed: FeedEvent[];
     try {
       current = await findOwnIntent(deps.db, request.caller.serviceId, id);
+      fromFeed = await feedEvents(request.caller.serviceId, id, resumeAfter);
     } catch (error) {
       await unsubscribe();
       throw error;
@@ -183,23 +214,76 @@ export function intentStreamRoutes(app: App, deps: IntentStreamDeps): void {
     open.add(stream.end);
     deps.openStreams?.inc();
 
-    let lastRank = -1;
-    deliver = (message) => {
-      if (STATUS_RANK[message.status] <= lastRank) return;
-      lastRank = STATUS_RANK[message.status];
-      stream.send(message);
-      if (isFinal(message.status)) stream.end();
-    };
-    deliver({ intentId: id, status: current.status, updatedAt: current.updatedAt.toISOString() });
+    const statusStream = new StatusStream(stream, (afterSeq) =>
+      feedEvents(request.caller.serviceId, id, afterSeq ?? 0n).catch((error: unknown) => {
+        request.log.warn({ err: error, traceId: id }, 'feed read for a live stream failed; the live message goes without an id');
+        return [];
+      }),
+    );
+    if (resumeAfter !== null) statusStream.sendFeed(fromFeed);
+    const newest = fromFeed.at(-1);
+    statusStream.send(
+      { intentId: id, status: current.status, updatedAt: current.updatedAt.toISOString() },
+      resumeAfter === null ? newest : undefined,
+    );
+    statusStream.skipTo(newest?.seq ?? resumeAfter);
+    deliver = (message) => statusStream.cue(message);
     for (const message of queued.splice(0)) deliver(message);
     return reply;
   }
 }
 
+/**
+ * What one stream sends, in status order (a status at or below the last one sent is dropped):
+ * feed events with their cursors as ids, so a client that reconnects with Last-Event-ID resumes
+ * without repeats. A live message is first a cue to read the intent's feed after the last cursor
+ * sent; it goes out itself, without an id, only when the feed does not have its change yet.
+ */
+class StatusStream {
+  private lastRank = -1;
+  private lastSeq: bigint | null = null;
+  private cues: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly stream: OpenStream,
+    private readonly readFeedAfter: (afterSeq: bigint | null) => Promise<FeedEvent[]>,
+  ) {}
+
+  /** `event`: the feed event of this status, whose cursor becomes the SSE id when it is this status. */
+  send(message: StatusMessage, event?: FeedEvent): void {
+    if (STATUS_RANK[message.status] <= this.lastRank) return;
+    this.lastRank = STATUS_RANK[message.status];
+    this.stream.send(message, event?.statusTo === message.status ? event.cursor : undefined);
+    if (isFinal(message.status)) this.stream.end();
+  }
+
+  sendFeed(events: readonly FeedEvent[]): void {
+    for (const event of events) {
+      this.send({ intentId: event.intentId, status: event.statusTo, updatedAt: event.occurredAt.toISOString() }, event);
+      this.skipTo(event.seq);
+    }
+  }
+
+  skipTo(seq: bigint | null): void {
+    if (seq !== null && (this.lastSeq === null || seq > this.lastSeq)) this.lastSeq = seq;
+  }
+
+  /** One at a time, in arrival order: each reads the feed after what the previous one sent. */
+  cue(message: StatusMessage): void {
+    this.cues = this.cues.then(async () => {
+      if (this.stream.ended) return;
+      this.sendFeed(await this.readFeedAfter(this.lastSeq));
+      this.send(message);
+    });
+  }
+}
+
 interface OpenStream {
-  send(message: StatusMessage): void;
+  /** `eventId`: the feed cursor of the change, which the client sends back as Last-Event-ID. */
+  send(message: StatusMessage, eventId?: string): void;
   /** Ends the response once; safe to call again or after the client left. */
   end(): void;
+  readonly ended: boolean;
 }
 
 function openStream(raw: ServerResponse, limits: { heartbeatIntervalMs: number; lifetimeMaxMs: number }, onEnd: () => void): OpenStream {
@@ -226,9 +310,12 @@ function openStream(raw: ServerResponse, limits: { heartbeatIntervalMs: number; 
   // The client went away (or the socket broke): stop the timers and the subscription.
   raw.on('close', end);
   return {
-    send(message) {
+    get ended() {
+      return ended;
+    },
+    send(message, eventId) {
       if (ended) return;
-      raw.write(`event: status\ndata: ${JSON.stringify(message)}\n\n`);
+      raw.write(`${eventId === undefined ? '' : `id: ${eventId}\n`}event: status\ndata: ${JSON.stringify(message)}\n\n`);
     },
     end,
   };

@@ -1,0 +1,92 @@
+import type { Database } from '../adapters/database.js';
+import type { BusMessage, EventBus } from '../adapters/event-bus.js';
+import type { Logger } from '../adapters/logger.js';
+import { decodeFeedCursor } from '../domain/events/feed-cursor.js';
+import { loadReaderPosition, storeReaderPosition } from '../domain/events/feed-readers.js';
+import { type FeedEvent, feedEventView, readFeed } from '../domain/events/feed.js';
+
+/**
+ * Publishes every feed event to the event bus (docs/EVENTS.md), in feed order, from its own
+ * stored position: publish, wait for the stream's acknowledgements, then store the position. A
+ * crash between the two repeats the publications, and the stream drops them by `Nats-Msg-Id`
+ * (the cursor). On taking over, it first moves its position up to the stream's newest message,
+ * so a repeat after a long outage (past the duplicate window) is not published again either.
+ * Runs in the outbox leader only (workers/index.ts), so one process publishes at a time.
+ */
+export interface EventBusPublisher {
+  /** One batch as the publisher; answers how many events the stream acknowledged. */
+  runOnce(): Promise<number>;
+  /** Not the leader (any more): lets the connection go, and resumes from the stream when leading again. */
+  standBy(): Promise<void>;
+}
+
+export interface EventBusPublisherDeps {
+  readonly db: Database;
+  readonly connect: () => Promise<EventBus>;
+  readonly log: Logger;
+  readonly settings: {
+    /** Subjects are `{subjectPrefix}.{serviceId}`. */
+    readonly subjectPrefix: string;
+    /** The publisher's row in event_feed_readers (one per stream). */
+    readonly readerName: string;
+    readonly batchSizeMax: number;
+  };
+}
+
+export const EVENT_BUS_BATCH_SIZE_MAX = 500;
+
+export function createEventBusPublisher(deps: EventBusPublisherDeps): EventBusPublisher {
+  const { db, log, settings } = deps;
+  let bus: EventBus | null = null;
+  let position: bigint | null = null;
+
+  const release = async () => {
+    const open = bus;
+    bus = null;
+    position = null;
+    await open?.close().catch(() => {});
+  };
+
+  /** The stored position, moved up to the stream's newest message when that is ahead of it. */
+  const resume = async (open: EventBus): Promise<bigint> => {
+    const stored = (await loadReaderPosition(db, settings.readerName)) ?? 0n;
+    const lastId = await open.lastMessageId();
+    const published = lastId === null ? null : decodeFeedCursor(lastId);
+    if (published === null || published <= stored) return stored;
+    await storeReaderPosition(db, settings.readerName, published);
+    log.info(
+      { event: 'event_bus_resumed', stored: stored.toString(), published: published.toString() },
+      'event bus publisher resumes behind the stream',
+    );
+    return published;
+  };
+
+  const toMessage = (event: FeedEvent): BusMessage => ({
+    subject: `${settings.subjectPrefix}.${event.serviceId}`,
+    id: event.cursor,
+    data: JSON.stringify(feedEventView(event)),
+  });
+
+  return {
+    async runOnce() {
+      try {
+        bus ??= await deps.connect();
+        position ??= await resume(bus);
+        const page = await readFeed(db, { afterSeq: position, limit: settings.batchSizeMax });
+        if (page.events.length === 0) return 0;
+        const acknowledged = await bus.publish(page.events.map(toMessage));
+        const last = page.events[acknowledged - 1];
+        if (last !== undefined) {
+          await storeReaderPosition(db, settings.readerName, last.seq);
+          position = last.seq;
+        }
+        return acknowledged;
+      } catch (error) {
+        log.warn({ event: 'event_bus_publish_failed', err: error }, 'publishing feed events failed; tried again at the next tick');
+        await release();
+        return 0;
+      }
+    },
+    standBy: release,
+  };
+}
