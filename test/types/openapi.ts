@@ -576,7 +576,7 @@ export interface paths {
         };
         /**
          * Live status of an intent of the calling service (Server-Sent Events)
-         * @description Server-Sent Events. The first event is the current status; then one `event: status` per transition, each with `data: {"intentId","status","updatedAt"}`. The stream ends after a final status (SETTLED, FAILED, CANCELED, EXPIRED), after 30 minutes (reconnect: the first event tells the status), or at shutdown. A comment line is sent every 15 s.
+         * @description Server-Sent Events. The first event is the current status; then one `event: status` per transition, each with `data: {"intentId","status","updatedAt"}`. Each event carries its event-feed cursor as `id` (rarely none, when the feed lags); a client that reconnects with `Last-Event-ID` first gets the changes after that cursor, then the live ones. The stream ends after a final status (SETTLED, FAILED, CANCELED, EXPIRED), after 30 minutes (reconnect: the first event tells the status), or at shutdown. A comment line is sent every 15 s.
          */
         readonly get: operations["streamIntentStatus"];
         readonly put?: never;
@@ -7404,7 +7404,10 @@ export interface operations {
     readonly streamIntentStatus: {
         readonly parameters: {
             readonly query?: never;
-            readonly header?: never;
+            readonly header?: {
+                /** @description the `id` of the last event received: resume after it */
+                readonly "last-event-id"?: string;
+            };
             readonly path: {
                 readonly id: string;
             };
@@ -7540,7 +7543,7 @@ export interface operations {
                 content: {
                     readonly "application/json": {
                         readonly events: readonly {
-                            /** @description opaque; `after` of a later call resumes behind this event */
+                            /** @description opaque; `after` of a later call resumes right behind this event */
                             readonly cursor: string;
                             /** Format: uuid */
                             readonly intentId: string;
