@@ -50,6 +50,8 @@ export function recordErrorAnswers(app: FastifyInstance): { undocumented(): stri
   });
   return {
     undocumented() {
+      // A workers-role app serves only the probes and /metrics, and no API document to hold them to.
+      if (!app.hasDecorator('swagger')) return [];
       const document = app.swagger() as unknown as OpenApiDocument;
       return [...answered.entries()]
         .filter(([, { method, url }]) => document.paths[documentedPath(url)]?.[method] !== undefined)
