@@ -21,6 +21,8 @@ const errorBody = (codes: readonly ErrorCode[]) =>
 export const ErrorResponse = errorBody(ERROR_CODES);
 
 export { Money, Timestamp, Uuid, UuidV4 } from '../domain/wire-types.js';
+/** A moment that may not have happened yet (a first attempt, an expiry). */
+export const NullableTimestamp = Type.Union([Timestamp, Type.Null()]);
 
 /**
  * A code a route answers with: at its catalogue status, or as `[status, code]` where the route

@@ -12,14 +12,13 @@ import {
 import { findIntent, type Intent, listEvents } from '../../../domain/intents/store/intent-store.js';
 import { CHANNELS, INTENT_STATUSES, OPERATION_TYPES } from '../../../domain/model.js';
 import { ChannelSchema, IntentStatusSchema, OperationTypeSchema } from '../../../domain/wire-types.js';
-import { Money, responses, Timestamp, Uuid } from '../../schemas.js';
+import { Money, NullableTimestamp, responses, Timestamp, Uuid } from '../../schemas.js';
 import { IntentEventView, intentView } from '../intents.js';
 import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';
 
 const config = { auth: 'admin' as const };
 const tags = ['admin'];
 const NullableString = Type.Union([Type.String(), Type.Null()]);
-const NullableTimestamp = Type.Union([Timestamp, Type.Null()]);
 
 const ListQuery = Type.Object(
   {

@@ -3,7 +3,7 @@ import type { App } from '../../typed-app.js';
 import type { Database } from '../../../adapters/database.js';
 import { ServiceIdParams } from '../../../domain/admin/service-keys.js';
 import { DEAD_PAGE_DEFAULT, listDeadDeliveries, redeliverDead } from '../../../domain/webhooks/dead-deliveries.js';
-import { responses, Uuid } from '../../schemas.js';
+import { NullableTimestamp, responses, Timestamp, Uuid } from '../../schemas.js';
 import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';
 import { LIST_PAGE_MAX } from './schemas.js';
 
@@ -24,9 +24,9 @@ export const DeadWebhook = Type.Object({
   serviceId: Type.String(),
   intentId: Uuid,
   attempts: Type.Integer(),
-  firstAttemptAt: Type.Union([Type.String(), Type.Null()]),
-  lastAttemptAt: Type.Union([Type.String(), Type.Null()]),
-  deadAt: Type.String(),
+  firstAttemptAt: NullableTimestamp,
+  lastAttemptAt: NullableTimestamp,
+  deadAt: Timestamp,
   lastOutcome: Type.Union([Type.String(), Type.Null()]),
   lastHttpStatus: Type.Union([Type.Integer(), Type.Null()]),
   heldBack: Type.Integer({ description: 'later events of the same intent waiting behind this one' }),
