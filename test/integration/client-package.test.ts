@@ -83,6 +83,14 @@ describe('the @payorch/client package installed alone', () => {
     );
     await writeFile(join(project, 'src', 'consumer.ts'), CONSUMER);
     await writeFile(join(project, 'src', 'misuse.ts'), MISUSE);
+    // The package README's example, as written, compiles too; `process` is all it takes from Node.
+    const readme = await readFile(join(installed(), 'README.md'), 'utf8');
+    const example = /```ts\n([\s\S]*?)```/.exec(readme)?.[1];
+    expect(example).toContain('createPayorchClient');
+    await writeFile(
+      join(project, 'src', 'readme-example.ts'),
+      `declare const process: { env: Record<string, string | undefined> };\n${example}`,
+    );
     await writeFile(join(project, 'tsconfig.json'), JSON.stringify(CONSUMER_TSCONFIG));
     // The declarations are checked too (skipLibCheck off), under the strictest settings a user may have.
     await run(process.execPath, [tsc, '-p', project]);

@@ -18,33 +18,40 @@ export interface ServiceProcess {
   readonly exited: Promise<number | null>;
 }
 
-/** Builds dist/ when a source file is newer than it (tsc emits every file, so one stamp stands for all). */
-export async function buildIfStale(): Promise<void> {
-  const built = await stat(join(root, 'dist/cli/main.js')).then(
+const mtimeOf = (path: string) =>
+  stat(path).then(
     (s) => s.mtimeMs,
     () => 0,
   );
-  const files = await readdir(join(root, 'src'), { recursive: true });
-  const newest = Math.max(
-    ...(await Promise.all(files.filter((f) => f.endsWith('.ts')).map(async (f) => (await stat(join(root, 'src', f))).mtimeMs))),
-  );
-  if (newest <= built) return;
+
+/** The newest .ts under `dir`. */
+async function newestSource(dir: string): Promise<number> {
+  const files = (await readdir(dir, { recursive: true })).filter((f) => f.endsWith('.ts'));
+  return Math.max(0, ...(await Promise.all(files.map((f) => mtimeOf(join(dir, f))))));
+}
+
+/** Runs tsc on `project`; a type error elsewhere still emits JavaScript, so only a build that wrote nothing (`output` unchanged) is fatal. */
+async function compile(project: string, output: string): Promise<void> {
+  const before = await mtimeOf(output);
   await new Promise<void>((resolve, reject) => {
-    execFile(
-      process.execPath,
-      [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'],
-      { cwd: root },
-      async (error, stdout) => {
-        // A type error elsewhere still emits JavaScript; only a build that wrote nothing is fatal here.
-        const after = await stat(join(root, 'dist/cli/main.js')).then(
-          (s) => s.mtimeMs,
-          () => 0,
-        );
-        if (after > built) resolve();
-        else reject(new Error(`build failed: ${error?.message ?? ''}\n${stdout}`));
-      },
-    );
+    execFile(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', project], { cwd: root }, async (error, stdout) => {
+      if ((await mtimeOf(output)) > before) resolve();
+      else reject(new Error(`build of ${project} failed: ${error?.message ?? ''}\n${stdout}`));
+    });
   });
+}
+
+/**
+ * Builds what the processes run when a source is newer than it (tsc emits every file, so one
+ * stamp stands for all): the client package first, since dist/ imports its build.
+ */
+export async function buildIfStale(): Promise<void> {
+  const clientBuilt = join(root, 'packages/client/dist/index.js');
+  if ((await newestSource(join(root, 'packages/client/src'))) > (await mtimeOf(clientBuilt))) {
+    await compile('packages/client/tsconfig.json', clientBuilt);
+  }
+  const serverBuilt = join(root, 'dist/cli/main.js');
+  if ((await newestSource(join(root, 'src'))) > (await mtimeOf(serverBuilt))) await compile('tsconfig.build.json', serverBuilt);
 }
 
 /**

@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { createSigner } from '@payorch/client';
 import { describe, expect, it } from 'vitest';
 import { type Component, messageSignedHeaders, signatureBase } from '../../src/domain/message-signing.js';
 import { verifyMessageSignature } from '../../src/http/plugins/message-signature.js';
@@ -47,6 +48,23 @@ describe('HTTP Message Signatures against the independent vectors', () => {
       ...(v.userId === undefined ? {} : { userId: v.userId }),
     });
     expect(headers).toEqual(v.headers);
+  });
+
+  it.each(file.vectors.filter((v) => v.nonce !== undefined && v.label === 'sig1'))(
+    'the client package (Web Crypto, what createPayorchClient sends) signs byte for byte: $name',
+    async (v) => {
+      const signer = createSigner(v.serviceId, v.secret, 'message');
+      const headers = await signer.sign(v.method, v.path, v.rawBody, {
+        nowS: v.created,
+        ...(v.nonce === undefined ? {} : { nonce: v.nonce }),
+        ...(v.userId === undefined ? {} : { userId: v.userId }),
+      });
+      expect(headers).toEqual(v.headers);
+    },
+  );
+
+  it('the client refuses an empty secret when it is made, not at its first request', () => {
+    expect(() => createSigner('wallet-api', '', 'message')).toThrow(RangeError);
   });
 
   it('builds the signature base of RFC 9421 Appendix B.2.5 and its HMAC-SHA256', () => {
