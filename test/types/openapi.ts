@@ -5875,6 +5875,10 @@ export interface operations {
                             readonly attempts: number;
                             readonly firstAttemptAt: string | null;
                             readonly lastAttemptAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description ISO 8601 UTC
+                             */
                             readonly deadAt: string;
                             readonly lastOutcome: string | null;
                             readonly lastHttpStatus: number | null;
