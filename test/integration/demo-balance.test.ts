@@ -4,11 +4,10 @@
  * books them as the rails would (src/adapters/pspx/simulator-rails.ts), so the balance monitor
  * keeps reporting balance_ok instead of balance_drift.
  */
-import { randomBytes } from 'node:crypto';
 import { createPayorchClient, type PayorchClient } from '@payorch/client';
-import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { DEMO_CONFIG_FILE, readConfigFile, secretsOf } from '../../src/config.js';
+import { createTestSchema, type TestSchema } from '../support/database.js';
 import { buildIfStale, type ServiceProcess, spawnService } from '../support/service-process.js';
 
 const pgUrl = (process.env.DATABASE_URL ?? '').startsWith('postgres') ? process.env.DATABASE_URL : undefined;
@@ -19,24 +18,14 @@ const TOP_UP = 10_000;
 const WITHDRAWAL = 5_000;
 
 let service: ServiceProcess;
-let schema: string | null = null;
-
-async function withPgAdmin(statement: string): Promise<void> {
-  const admin = new pg.Client({ connectionString: pgUrl });
-  await admin.connect();
-  await admin.query(statement);
-  await admin.end();
-}
+let schema: TestSchema | undefined;
 
 beforeAll(async () => {
   await buildIfStale();
   let databaseUrl = 'memory://';
   if (pgUrl !== undefined) {
-    schema = `demo_${randomBytes(6).toString('hex')}`;
-    await withPgAdmin(`CREATE SCHEMA ${schema}`);
-    const scoped = new URL(pgUrl);
-    scoped.searchParams.set('options', `-c search_path=${schema}`);
-    databaseUrl = scoped.toString();
+    schema = await createTestSchema(pgUrl, 'demo');
+    databaseUrl = schema.url;
   }
   // No PSPX_URL: the built-in simulator, as in the demo.
   service = await spawnService(
@@ -47,7 +36,7 @@ beforeAll(async () => {
 afterAll(async () => {
   service?.child.kill('SIGTERM');
   await service?.exited;
-  if (schema !== null) await withPgAdmin(`DROP SCHEMA ${schema} CASCADE`);
+  await schema?.drop();
 });
 
 interface BalanceLine {

@@ -2,10 +2,10 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, openDatabase } from '../../src/adapters/database.js';
 import { readFeed } from '../../src/domain/events/feed.js';
+import { createTestSchema, type TestSchema, testPoolMode } from '../support/database.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
 import { buildIfStale, callAsWalletApi, type ServiceProcess, spawnService } from '../support/service-process.js';
 
@@ -32,7 +32,7 @@ interface WireEvent {
   statusTo: string;
 }
 
-let schema: string;
+let schema: TestSchema | undefined;
 let databaseUrl: string;
 let db: Database;
 
@@ -62,22 +62,13 @@ const pay = (service: ServiceProcess, payer: number) =>
 describe.runIf(pgUrl !== undefined)('the feed across two processes and a SIGKILL (PostgreSQL)', () => {
   beforeAll(async () => {
     await buildIfStale();
-    schema = `feed_${run}`;
-    const admin = new pg.Client({ connectionString: pgUrl });
-    await admin.connect();
-    await admin.query(`CREATE SCHEMA ${schema}`);
-    await admin.end();
-    const scoped = new URL(pgUrl as string);
-    scoped.searchParams.set('options', `-c search_path=${schema}`);
-    databaseUrl = scoped.toString();
+    schema = await createTestSchema(pgUrl as string, 'feed');
+    databaseUrl = schema.url;
   }, 120_000);
 
   afterAll(async () => {
     await db?.close();
-    const admin = new pg.Client({ connectionString: pgUrl });
-    await admin.connect();
-    await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-    await admin.end();
+    await schema?.drop();
     if (natsUrl !== undefined) {
       const nc = await connect({ servers: natsUrl });
       await (await jetstreamManager(nc)).streams.delete(stream.name).catch(() => false);
@@ -90,7 +81,7 @@ describe.runIf(pgUrl !== undefined)('the feed across two processes and a SIGKILL
     const b = await startService();
     const services: ServiceProcess[] = [a, b];
     try {
-      db = await openDatabase(databaseUrl, '');
+      db = await openDatabase(databaseUrl, '', testPoolMode);
       for (const user of [...PAYERS, RECIPIENT]) {
         expect((await call(b, 'POST', '/accounts', { user, body: { userId: user, currency: 'THB' } })).status).toBe(201);
       }
