@@ -126,7 +126,15 @@ describe.runIf(pgUrl !== undefined)('the feed across two processes and a SIGKILL
 
       reading = false;
       await reader;
-      // Read to the end: everything committed is numbered by this read's own step.
+      // Read to the end. A read numbers what committed only when no worker's step holds the lock,
+      // so first wait until a step (either kind) has numbered everything that committed.
+      const deadline = Date.now() + SETTLE_MS_MAX;
+      const unnumbered = async () =>
+        (await db.query<{ n: number }>('SELECT count(*)::int AS n FROM event_feed WHERE seq IS NULL')).rows[0]?.n ?? 0;
+      while ((await unnumbered()) > 0) {
+        if (Date.now() > deadline) throw new Error('the feed did not number every committed change');
+        await sleep(50);
+      }
       while ((await readOnce()) > 0);
 
       // What committed, from the audit log: each intent's status changes in order.
