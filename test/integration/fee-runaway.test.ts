@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createFeeEngine, FEE_WALL_LIMIT_MS, FeeEvaluationError, FeePoolBusyError } from '../../src/domain/fees/index.js';
+import type { DryRunResult } from '../../src/domain/fees/fee-engine.js';
 import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
@@ -157,6 +158,26 @@ describe('the fee worker pool', () => {
     expect(await queued).toEqual({ splits: [], totalFee: 0n });
     await engine.dispose();
     await expect(engine.dryRun('[]', context)).rejects.toThrow(/closed/);
+  });
+
+  it('does not cut work that finished while this thread was held up past the limit', async () => {
+    const engine = await createFeeEngine({ workers: 1 });
+    try {
+      // Sent from a check-phase callback that then keeps this thread busy past the limit: the worker
+      // answers meanwhile, and the next turn of the loop runs the due watchdog timer before it
+      // reads that answer, as when the embedded database or a loaded machine holds the thread.
+      const { answered } = await new Promise<{ answered: Promise<DryRunResult> }>((resolve) =>
+        setImmediate(() => {
+          const sent = engine.dryRun('[{account: "system.revenue.THB", amount: 7}]', context);
+          const busyUntil = performance.now() + FEE_WALL_LIMIT_MS * 3;
+          while (performance.now() < busyUntil);
+          resolve({ answered: sent });
+        }),
+      );
+      expect((await answered).totalFee).toBe(7n);
+    } finally {
+      await engine.dispose();
+    }
   });
 
   it('cuts only the runaway of a batch: the jobs sent with it are answered, each with its own result', async () => {

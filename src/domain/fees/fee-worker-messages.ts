@@ -38,7 +38,8 @@ export interface FeeWorkerData<Sandbox> {
   readonly sandbox: Sandbox;
   /**
    * A Float64Array over it: entry i is the time (ms since the epoch) job i of the current batch
-   * began, 0 until then; the pool's watchdog reads it to cut the one job that overran.
+   * began, 0 until then, and the last entry the time the batch finished; the pool's watchdog reads
+   * it to cut the one job that overran, and never one that finished before it looked.
    */
   readonly progress: SharedArrayBuffer;
 }

@@ -9,6 +9,11 @@ import { type FeeBatch, type FeeBatchAnswer, type FeeJob, type FeeWorkerData, WO
 export const FEE_WALL_LIMIT_MS = 100;
 /** Evaluations waiting for a worker; past this the service is overloaded and says so (503). */
 export const FEE_QUEUE_MAX = 1_000;
+/**
+ * A batch a worker has not begun is a thread waiting for a core, not an expression running: it is
+ * cut only after this many wall limits, which catches a wedged worker without cutting a busy machine's.
+ */
+const NOT_BEGUN_LIMITS = 10;
 /** A worker that cannot be started is tried again after this pause, not in a tight loop. */
 const RESPAWN_PAUSE_MS = 1_000;
 
@@ -38,7 +43,7 @@ interface Slot {
   readonly worker: Worker;
   /** When each job of the current batch began (fee-worker-messages.ts, FeeWorkerData). */
   readonly startedAt: Float64Array;
-  current: { readonly id: number; readonly batch: readonly Pending[]; timer: NodeJS.Timeout } | null;
+  current: { readonly id: number; readonly batch: readonly Pending[]; readonly dispatchedAt: number; timer: NodeJS.Timeout } | null;
   dead: boolean;
 }
 
@@ -99,7 +104,7 @@ export class FeeWorkerPool {
   private dispatch(slot: Slot, batch: readonly Pending[]): void {
     const id = this.nextBatchId++;
     slot.startedAt.fill(0);
-    slot.current = { id, batch, timer: setTimeout(() => this.watch(slot, id), this.options.wallLimitMs) };
+    slot.current = { id, batch, dispatchedAt: performance.now(), timer: setTimeout(() => this.watch(slot, id), this.options.wallLimitMs) };
     slot.worker.postMessage({ id, jobs: batch.map((pending) => pending.job) } satisfies FeeBatch);
   }
 
@@ -107,13 +112,21 @@ export class FeeWorkerPool {
   private watch(slot: Slot, batchId: number): void {
     const current = slot.current;
     if (slot.dead || current === null || current.id !== batchId) return;
+    const lookAgain = (afterMs: number) => {
+      current.timer = setTimeout(() => this.watch(slot, batchId), Math.ceil(afterMs));
+    };
+    // The worker has finished and its answer waits for this thread: work that is done is never cut
+    // because this thread was held up (a loaded machine, the embedded database) past the limit.
+    if (slot.startedAt[slot.startedAt.length - 1]! > 0) return lookAgain(this.options.wallLimitMs);
     const began = slot.startedAt[this.jobOn(slot)]!;
-    // A worker that has not begun the batch within the limit (its thread held up) counts as overrun.
-    const runningMs = began > 0 ? performance.timeOrigin + performance.now() - began : this.options.wallLimitMs;
-    if (runningMs < this.options.wallLimitMs) {
-      current.timer = setTimeout(() => this.watch(slot, batchId), Math.ceil(this.options.wallLimitMs - runningMs));
-      return;
+    if (began === 0) {
+      const waitingMs = performance.now() - current.dispatchedAt;
+      const graceMs = this.options.wallLimitMs * NOT_BEGUN_LIMITS;
+      if (waitingMs < graceMs) return lookAgain(Math.min(this.options.wallLimitMs, graceMs - waitingMs));
+      return this.abandon(slot, new FeeEvaluationError('timeout', `fee worker did not begin within ${graceMs} ms`));
     }
+    const runningMs = performance.timeOrigin + performance.now() - began;
+    if (runningMs < this.options.wallLimitMs) return lookAgain(this.options.wallLimitMs - runningMs);
     this.abandon(slot, new FeeEvaluationError('timeout', `fee evaluation cut at ${this.options.wallLimitMs} ms of wall time`));
   }
 
@@ -185,7 +198,8 @@ export class FeeWorkerPool {
 
   /** Resolves once the worker's sandbox is built and it is idle in the pool. */
   private start(): Promise<void> {
-    const progress = new SharedArrayBuffer(FEE_BATCH_MAX * Float64Array.BYTES_PER_ELEMENT);
+    // One entry per job of a batch, and a last one for when the batch finished.
+    const progress = new SharedArrayBuffer((FEE_BATCH_MAX + 1) * Float64Array.BYTES_PER_ELEMENT);
     const workerData: FeeWorkerData<LocalFeeEngineOptions> = { sandbox: this.options.sandbox, progress };
     const worker = new Worker(this.options.entry, { workerData });
     // A worker must not keep the process alive: close() ends them, and a forgotten pool must not hang an exit.

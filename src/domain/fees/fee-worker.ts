@@ -38,6 +38,7 @@ port.on('message', (batch: FeeBatch) => {
     startedAt[index] = performance.timeOrigin + performance.now();
     return answer(job);
   });
+  startedAt[startedAt.length - 1] = performance.timeOrigin + performance.now();
   port.postMessage({ id: batch.id, answers } satisfies FeeBatchAnswer);
 });
 // A fresh thread's first evaluation compiles the sandbox's code paths, and its event loop is busy
