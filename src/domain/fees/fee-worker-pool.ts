@@ -112,22 +112,36 @@ export class FeeWorkerPool {
   private watch(slot: Slot, batchId: number): void {
     const current = slot.current;
     if (slot.dead || current === null || current.id !== batchId) return;
-    const lookAgain = (afterMs: number) => {
-      current.timer = setTimeout(() => this.watch(slot, batchId), Math.ceil(afterMs));
-    };
+    const lookAgainAfterMs = this.nextLookMs(slot, current.dispatchedAt);
+    if (lookAgainAfterMs !== null) {
+      current.timer = setTimeout(() => this.watch(slot, batchId), Math.ceil(lookAgainAfterMs));
+      return;
+    }
+    const began = slot.startedAt[this.jobOn(slot)]!;
+    this.abandon(
+      slot,
+      new FeeEvaluationError(
+        'timeout',
+        began === 0
+          ? `fee worker did not begin within ${this.options.wallLimitMs * NOT_BEGUN_LIMITS} ms`
+          : `fee evaluation cut at ${this.options.wallLimitMs} ms of wall time`,
+      ),
+    );
+  }
+
+  /** When the watchdog should look at a busy worker again, or null when its current job is over its time. */
+  private nextLookMs(slot: Slot, dispatchedAt: number): number | null {
+    const limitMs = this.options.wallLimitMs;
     // The worker has finished and its answer waits for this thread: work that is done is never cut
     // because this thread was held up (a loaded machine, the embedded database) past the limit.
-    if (slot.startedAt[slot.startedAt.length - 1]! > 0) return lookAgain(this.options.wallLimitMs);
+    if (slot.startedAt[slot.startedAt.length - 1]! > 0) return limitMs;
     const began = slot.startedAt[this.jobOn(slot)]!;
     if (began === 0) {
-      const waitingMs = performance.now() - current.dispatchedAt;
-      const graceMs = this.options.wallLimitMs * NOT_BEGUN_LIMITS;
-      if (waitingMs < graceMs) return lookAgain(Math.min(this.options.wallLimitMs, graceMs - waitingMs));
-      return this.abandon(slot, new FeeEvaluationError('timeout', `fee worker did not begin within ${graceMs} ms`));
+      const graceLeftMs = limitMs * NOT_BEGUN_LIMITS - (performance.now() - dispatchedAt);
+      return graceLeftMs > 0 ? Math.min(limitMs, graceLeftMs) : null;
     }
-    const runningMs = performance.timeOrigin + performance.now() - began;
-    if (runningMs < this.options.wallLimitMs) return lookAgain(this.options.wallLimitMs - runningMs);
-    this.abandon(slot, new FeeEvaluationError('timeout', `fee evaluation cut at ${this.options.wallLimitMs} ms of wall time`));
+    const leftMs = limitMs - (performance.timeOrigin + performance.now() - began);
+    return leftMs > 0 ? leftMs : null;
   }
 
   /** The index in its batch of the job a busy worker is on: the last one it began (0 before any). */
