@@ -92,7 +92,9 @@ const args = parseArgs(process.argv.slice(2));
 const SOAK_S = Number(args['soak-s'] ?? 600);
 const PHASE_S = Number(args['phase-s'] ?? 20);
 const PG_ADMIN_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const BENCH_DB = 'payorch_bench';
+// Dropped and created again by each run: two benches on one server need two names (BENCH_DB).
+const BENCH_DB = process.env.BENCH_DB ?? 'payorch_bench';
+if (!/^[a-z_][a-z0-9_]{0,62}$/.test(BENCH_DB)) throw new Error('BENCH_DB must be a lower-case SQL identifier');
 /** @type {[first: number, count: number]} */
 const USERS = [1, 20_000];
 /** @type {[first: number, count: number]} */
