@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { decodeFeedCursor, encodeFeedCursor } from '../../src/domain/events/feed-cursor.js';
 import { pruneFeed } from '../../src/domain/events/feed-retention.js';
-import { readFeed, sequenceFeed } from '../../src/domain/events/feed.js';
+import { readFeed, SEQUENCE_STEP_SQL, SEQUENCER_LOCK_SQL, sequenceFeed } from '../../src/domain/events/feed.js';
 import { storeReaderPosition } from '../../src/domain/events/feed-readers.js';
 import { moveIntent } from '../../src/domain/intents/store/intent-writer.js';
 import { ledgerAccountId } from '../../src/ledger/account-id.js';
@@ -245,6 +245,33 @@ describe('the sequencer and pruning', () => {
     expect(all.events.map((e) => e.seq)).toEqual(all.events.map((_, i) => start + 1n + BigInt(i)));
   });
 
+  it('a step reads only its batch, however large the backlog behind it and however stale the statistics', async () => {
+    const backlog = 20_000;
+    const batch = 500;
+    await t.db.exec('ANALYZE event_feed');
+    const rowsRead = await t.db
+      .transaction(async (tx) => {
+        // A burst the statistics have not seen: the planner still believes nothing waits.
+        await tx.query(
+          `INSERT INTO event_feed (event_id, intent_id, service_id, operation_type, status_to, amount, currency, occurred_at)
+           SELECT 1000000000 + n, gen_random_uuid(), 'wallet-api', 'P2P_TRANSFER', 'SETTLED', 1, 'THB', now()
+             FROM generate_series(1, $1::integer) AS n`,
+          [backlog],
+        );
+        await tx.query(SEQUENCER_LOCK_SQL);
+        const { rows } = await tx.query<{ 'QUERY PLAN': unknown }>(
+          `EXPLAIN (ANALYZE, FORMAT JSON) ${SEQUENCE_STEP_SQL.replace('$1', String(batch))}`,
+        );
+        throw new PlanRead(feedRowsReadByUpdate(rows[0]?.['QUERY PLAN']));
+      })
+      .catch((error: unknown) => {
+        if (error instanceof PlanRead) return error.rows;
+        throw error;
+      });
+    // Before: the whole backlog, each row matched by a scan of the batch; now the batch and the row behind it.
+    expect(rowsRead).toBeLessThanOrEqual(batch + 1);
+  });
+
   it('prunes events past the retention from the start of the feed; a cursor behind them gets 410 CURSOR_EXPIRED', async () => {
     const before = await readAll(undefined, 500);
     const oldest = before.events[0] as WireEvent;
@@ -266,3 +293,29 @@ describe('the sequencer and pruning', () => {
     expect(audit.json().events.length).toBeGreaterThan(0);
   });
 });
+
+/** Carries a plan's reading out of a transaction that must roll back. */
+class PlanRead extends Error {
+  constructor(readonly rows: number) {
+    super('plan read');
+  }
+}
+
+/** Rows the numbering UPDATE's scans of event_feed returned, over all their loops. */
+function feedRowsReadByUpdate(plan: unknown): number {
+  const root = (typeof plan === 'string' ? JSON.parse(plan) : plan) as Array<{ Plan: PlanNode }>;
+  interface PlanNode {
+    'Node Type': string;
+    'Relation Name'?: string;
+    'Actual Rows': number;
+    'Actual Loops': number;
+    Plans?: PlanNode[];
+  }
+  const nodes = (node: PlanNode): PlanNode[] => [node, ...(node.Plans ?? []).flatMap(nodes)];
+  const update = nodes(root[0]!.Plan).find((n) => n['Node Type'] === 'ModifyTable' && n['Relation Name'] === 'event_feed');
+  expect(update, 'the plan updates event_feed').toBeDefined();
+  return nodes(update!)
+    .slice(1)
+    .filter((n) => n['Relation Name'] === 'event_feed')
+    .reduce((sum, n) => sum + n['Actual Rows'] * n['Actual Loops'], 0);
+}

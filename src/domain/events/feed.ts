@@ -55,11 +55,35 @@ export function feedEventView(event: FeedEvent): Static<typeof FeedEventView> {
 export const SEQUENCE_BATCH_SIZE_MAX = 5_000;
 
 /**
+ * The lock, and the numbering's join fixed to a merge join for this transaction. The rows waiting
+ * to be numbered come and go by the thousand between ANALYZE runs, so the planner often believes
+ * there is one; it then nested-looped the whole backlog against the batch, a step took minutes
+ * behind a 560,000-row backlog and the backlog only grew (docs/PERFORMANCE.md, Log, 2026-11-26
+ * night). Both sides of the merge come in event id order and it stops at the batch's end, so a
+ * step costs its batch whatever the backlog and the statistics.
+ *
  * Transaction-scoped, so it is released at COMMIT (also through a transaction-pooling PgBouncer)
  * and only after the step's numbers are visible to everyone; scoped to the schema like the
  * outbox's lock, so deployments sharing a server do not wait for each other.
  */
-const SEQUENCER_LOCK_SQL = "SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema() || '/payorch.event-feed', 0)) AS locked";
+export const SEQUENCER_LOCK_SQL = `SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema() || '/payorch.event-feed', 0)) AS locked,
+   set_config('enable_nestloop', 'off', true), set_config('enable_hashjoin', 'off', true)`;
+
+/** One numbering step, $1 the most rows it takes; run after SEQUENCER_LOCK_SQL in its transaction. */
+export const SEQUENCE_STEP_SQL = `WITH batch AS MATERIALIZED (
+     SELECT event_id, row_number() OVER (ORDER BY event_id) AS n
+       FROM (SELECT event_id FROM event_feed WHERE seq IS NULL ORDER BY event_id LIMIT $1) oldest
+   ), counter AS (
+     UPDATE event_feed_state SET last_seq = last_seq + (SELECT count(*) FROM batch)
+      WHERE EXISTS (SELECT 1 FROM batch)
+     RETURNING last_seq - (SELECT count(*) FROM batch) AS base
+   ), numbered AS (
+     UPDATE event_feed f SET seq = (SELECT base FROM counter) + batch.n
+       FROM batch
+      WHERE f.event_id = batch.event_id AND f.seq IS NULL
+     RETURNING f.seq
+   )
+   SELECT (SELECT count(*) FROM numbered) AS numbered, (SELECT count(*) FROM batch) AS taken`;
 
 /**
  * Numbers the rows that committed since the last step, in event id order, continuing the one
@@ -74,23 +98,7 @@ export async function sequenceFeed(db: Database, batchSizeMax: number = SEQUENCE
     if (lock[0]?.locked !== true) return null;
     // A separate statement from the lock: in READ COMMITTED each statement takes a new snapshot,
     // and this one must be taken after the previous step's COMMIT.
-    const { rows } = await tx.query<{ numbered: bigint }>(
-      `WITH batch AS MATERIALIZED (
-         SELECT event_id, row_number() OVER (ORDER BY event_id) AS n
-           FROM (SELECT event_id FROM event_feed WHERE seq IS NULL ORDER BY event_id LIMIT $1) oldest
-       ), counter AS (
-         UPDATE event_feed_state SET last_seq = last_seq + (SELECT count(*) FROM batch)
-          WHERE EXISTS (SELECT 1 FROM batch)
-         RETURNING last_seq - (SELECT count(*) FROM batch) AS base
-       ), numbered AS (
-         UPDATE event_feed f SET seq = counter.base + batch.n
-           FROM batch, counter
-          WHERE f.event_id = batch.event_id AND f.seq IS NULL
-         RETURNING f.seq
-       )
-       SELECT (SELECT count(*) FROM numbered) AS numbered, (SELECT count(*) FROM batch) AS taken`,
-      [batchSizeMax],
-    );
+    const { rows } = await tx.query<{ numbered: bigint }>(SEQUENCE_STEP_SQL, [batchSizeMax]);
     const row = rows[0] as { numbered: bigint; taken: bigint } | undefined;
     assert.ok(row !== undefined, 'the sequencer statement answers one row');
     // Under the lock nothing else numbers rows, and pruning only removes numbered ones.
