@@ -64,7 +64,7 @@ import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
  * CPU per settled intent over a load's measured window, by process: payorch, the PostgreSQL
  * backends serving the bench database, and every PostgreSQL process of the machine (its WAL
  * writer and checkpointer too, and any other database's backends).
- * @typedef {{ windowS: number, settledIntents: number, payorchUs: number | null, postgresBackendsUs: number | null, postgresAllUs: number | null, postgresBackends: number }} CpuPerIntent
+ * @typedef {{ windowS: number, settledIntents: number, payorchUs: number | null, postgresBackendsUs: number | null, postgresAllUs: number | null, postgresBackends: number, heap: ReturnType<typeof heapPerIntent> }} CpuPerIntent
  */
 /** @typedef {LoadResult & { cpuPerIntent: CpuPerIntent }} CpuMeasuredLoad */
 /** @typedef {{ p2pSaturation: LoadResult, p2pLatency: LoadResult[], peakRssMb: number }} PgliteResults */
@@ -264,10 +264,58 @@ function cpuUsedS(before, after) {
   return used;
 }
 
+/** @typedef {{ reading: number, allocatedBytes: number, scavenges: number, scavengeMs: number, markCompacts: number, markCompactMs: number }} HeapTotals */
+/** How long a reading of the heap probe may take: 250 polls of 20 ms (a saturated process answers the signal late). */
+const HEAP_READ_POLLS_MAX = 250;
+
+/**
+ * What the payorch process has allocated and collected so far (bench/heap-probe.js), read on a
+ * signal; null when the probe did not answer in time.
+ * @param {number} pid
+ * @param {string} file
+ * @returns {Promise<HeapTotals | null>}
+ */
+async function heapTotals(pid, file) {
+  /** @returns {HeapTotals | null} */
+  const read = () => {
+    try {
+      return JSON.parse(readFileSync(file, 'utf8'));
+    } catch {
+      // Not written yet, or caught while being written.
+      return null;
+    }
+  };
+  const before = read()?.reading ?? 0;
+  process.kill(pid, 'SIGUSR2');
+  for (let i = 0; i < HEAP_READ_POLLS_MAX; i++) {
+    await sleep(20);
+    const totals = read();
+    if (totals !== null && totals.reading > before) return totals;
+  }
+  return null;
+}
+
+/**
+ * The payorch process's allocation per settled intent and its collections between two readings.
+ * @param {HeapTotals | null} before
+ * @param {HeapTotals | null} after
+ * @param {number} settledIntents
+ */
+function heapPerIntent(before, after, settledIntents) {
+  if (before === null || after === null || settledIntents <= 0) return null;
+  const scavenges = after.scavenges - before.scavenges;
+  return {
+    allocatedKbPerIntent: Math.round(((after.allocatedBytes - before.allocatedBytes) / 1024 / settledIntents) * 10) / 10,
+    scavenges,
+    scavengeMsMean: scavenges === 0 ? null : Math.round(((after.scavengeMs - before.scavengeMs) / scavenges) * 100) / 100,
+    markCompacts: after.markCompacts - before.markCompacts,
+  };
+}
+
 /**
  * A load phase with the CPU its settled intents cost, measured from the end of its warm-up
  * (load.js's warmupS) to its end, over the intents the database shows settled meanwhile.
- * @param {{ pid: number }} server
+ * @param {{ pid: number, heap: () => Promise<HeapTotals | null> }} server
  * @param {string} databaseUrl
  * @param {LoadOptions} options
  * @returns {Promise<CpuMeasuredLoad>}
@@ -278,9 +326,11 @@ async function cpuMeasuredLoad(server, databaseUrl, options) {
   try {
     const load = runJson('load.js', options);
     await sleep((options.warmupS ?? 3) * 1000);
+    const heapBefore = await server.heap();
     const before = await cpuSnapshot(server.pid, probe);
     const result = await load;
     const after = await cpuSnapshot(server.pid, probe);
+    const heapAfter = await server.heap();
     const settledIntents = after.settled - before.settled;
     /** @param {number | null} seconds */
     const perIntentUs = (seconds) => (seconds === null || settledIntents <= 0 ? null : Math.round((seconds * 1e6) / settledIntents));
@@ -294,6 +344,7 @@ async function cpuMeasuredLoad(server, databaseUrl, options) {
         postgresBackendsUs: perIntentUs(cpuUsedS(before.backends, after.backends)),
         postgresAllUs: perIntentUs(cpuUsedS(before.postgres, after.postgres)),
         postgresBackends: after.backends.size,
+        heap: heapPerIntent(heapBefore, heapAfter, settledIntents),
       },
     };
   } finally {
@@ -308,10 +359,15 @@ async function cpuMeasuredLoad(server, databaseUrl, options) {
 async function startPayorch(env, label) {
   const port = await freePort();
   const profileDir = join(root, 'bench', 'results', 'profiles');
-  const nodeArgs = args.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir, '--cpu-prof-name', `${label}-${Date.now()}.cpuprofile`] : [];
+  const cpuProfile = args.profile
+    ? ['--cpu-prof', '--cpu-prof-dir', profileDir, '--cpu-prof-name', `${label}-${Date.now()}.cpuprofile`]
+    : [];
+  const heapProbeFile = join(mkdtempSync(join(tmpdir(), 'payorch-bench-heap-')), 'totals.json');
+  const nodeArgs = [...cpuProfile, '--import', join(root, 'bench', 'heap-probe.js')];
   const child = spawn(process.execPath, [...nodeArgs, join(root, 'bin', 'payorch.js'), 'serve'], {
     env: {
       ...process.env,
+      BENCH_HEAP_PROBE_FILE: heapProbeFile,
       PORT: String(port),
       HOST: '127.0.0.1',
       NODE_ENV: 'production',
@@ -343,6 +399,7 @@ async function startPayorch(env, label) {
     url,
     pid,
     status: () => procStatus(pid),
+    heap: () => heapTotals(pid, heapProbeFile),
     async stop() {
       child.kill('SIGTERM');
       await new Promise((r) => child.once('exit', r));

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { parse as parseUuid, v5 } from 'uuid';
+import { parse as parseUuid } from 'uuid';
+import { uuidV5 } from './uuid-v5.js';
 
 /** Fixed for ever: a new namespace would give every account a new ledger id. */
 export const LEDGER_ACCOUNT_NAMESPACE = '3e7b4a1c-9f2d-5e8a-b6c3-4d1f07e2a9b5';
@@ -12,5 +13,5 @@ const NAMESPACE_BYTES = parseUuid(LEDGER_ACCOUNT_NAMESPACE);
  */
 export function ledgerAccountId(accountName: string): string {
   assert.ok(accountName.length > 0, 'an account name must not be empty');
-  return v5(Buffer.from(accountName), NAMESPACE_BYTES);
+  return uuidV5(NAMESPACE_BYTES, accountName);
 }

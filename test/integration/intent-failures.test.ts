@@ -73,11 +73,12 @@ describe('logs', () => {
     });
     const { intentId } = res.json();
     const mine = logLines.filter((line) => line.traceId === intentId);
-    expect(mine.map((line) => line.msg)).toEqual(expect.arrayContaining(['intent created', 'request completed']));
-    // One access line per request, on completion, naming the request.
-    expect(mine.find((line) => line.msg === 'request completed')).toMatchObject({
+    // One line per payment at info: its access line, on completion, naming the request and what became of the payment.
+    expect(mine.map((line) => line.msg)).toEqual(['request completed']);
+    expect(mine[0]).toMatchObject({
       req: { method: 'POST', url: '/intents' },
       res: { statusCode: 201 },
+      intent: { status: 'SETTLED', channel: 'INTERNAL_P2P', operationType: 'P2P_TRANSFER', amount: '100' },
     });
     expect(logLines.filter((line) => line.msg === 'incoming request')).toEqual([]);
     const text = JSON.stringify(logLines);

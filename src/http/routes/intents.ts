@@ -138,12 +138,17 @@ export function intentRoutes(app: App, deps: IntentDeps) {
         log: request.log,
         config: request.configSnapshot,
       });
-      // From here on the request's own log lines (the response line too) carry the intent id.
-      request.log = request.log.child({ traceId: answer.intent.id });
-      tagIntent(answer.intent.id);
+      // From here on the request's own log lines carry the intent id, and its access line says what
+      // became of the payment: the one line a payment writes at info (docs/OPERATIONS.md, Logs).
+      const { intent } = answer;
+      request.log = request.log.child({
+        traceId: intent.id,
+        intent: { status: intent.status, channel: intent.channel, operationType: intent.operationType, amount: intent.amount.toString() },
+      });
+      tagIntent(intent.id);
       reply.log = request.log;
       reply.status(answer.replayed ? 200 : 201);
-      return createdView(answer.intent, answer.replayed);
+      return createdView(intent, answer.replayed);
     },
   );
 

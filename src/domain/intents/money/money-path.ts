@@ -1,5 +1,7 @@
-import { parse as parseUuid, stringify as stringifyUuid, v5 } from 'uuid';
+import assert from 'node:assert/strict';
+import { parse as parseUuid } from 'uuid';
 import { LEDGER_ACCOUNT_NAMESPACE } from '../../../ledger/account-id.js';
+import { uuidV5 } from '../../../ledger/uuid-v5.js';
 import { LEDGER_THB, TransferFlags, type TransferInput } from '../../../ledger/ledger.js';
 import { LEDGER_CODE_BY_OPERATION, type OperationType } from '../../model.js';
 
@@ -9,9 +11,10 @@ import { LEDGER_CODE_BY_OPERATION, type OperationType } from '../../model.js';
  * `exists` instead of moving money twice.
  */
 
-// As bytes: uuid parses a namespace given as text twice per call, three transfers per intent.
-const TRANSFER_NAMESPACE = parseUuid(v5('payorch.transfers', LEDGER_ACCOUNT_NAMESPACE));
-const TIME_PREFIX_BYTES = 6;
+const TRANSFER_NAMESPACE = parseUuid(uuidV5(parseUuid(LEDGER_ACCOUNT_NAMESPACE), 'payorch.transfers'));
+/** The first 48 bits of a UUID as text: eight hex digits, the dash, four more. */
+const TIME_PREFIX_CHARS = 13;
+const UUID_TEXT = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * UUID v5 of `intentId/step`, whose first 48 bits are replaced by the intent id's: intent ids are
@@ -22,9 +25,9 @@ const TIME_PREFIX_BYTES = 6;
  * the same step of the same intent, and still a valid version 5 UUID.
  */
 export function transferId(intentId: string, step: string): string {
-  const id = v5(Buffer.from(`${intentId}/${step}`), TRANSFER_NAMESPACE, new Uint8Array(16));
-  id.set(parseUuid(intentId).subarray(0, TIME_PREFIX_BYTES), 0);
-  return stringifyUuid(id);
+  assert.match(intentId, UUID_TEXT, 'a transfer id derives from an intent id');
+  const hashed = uuidV5(TRANSFER_NAMESPACE, `${intentId}/${step}`);
+  return intentId.slice(0, TIME_PREFIX_CHARS).toLowerCase() + hashed.slice(TIME_PREFIX_CHARS);
 }
 
 export interface MoneyLeg {
