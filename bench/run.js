@@ -471,8 +471,8 @@ async function main() {
     await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency: 32, durationS: 5 });
     // The first statistics of the intent tables, as autovacuum takes them within a minute of go-live
     // (it is off on this machine's PostgreSQL, see machine.autovacuum). Without them every session
-    // keeps plans made for empty tables, among them the foreign-key checks of each event and history
-    // row, which then scan the growing intents table: throughput halves within a minute.
+    // keeps plans made for empty tables, among them the reference checks of the events and history
+    // rows, which then scan the growing intents table: throughput halves within a minute.
     await settle(db);
 
     let best = { concurrency: 32 };

@@ -5,7 +5,7 @@ import type { Logger } from '../adapters/logger.js';
  * Autovacuum's work for a database that has no autovacuum: embedded PGlite runs PostgreSQL in
  * single-user mode, where it never runs. Without it the planner keeps the statistics of the
  * first start, when every table was empty, and the plans it caches per session stay made for
- * empty tables: the foreign-key check of each audit event and history row then scans the whole
+ * empty tables: the reference check of the audit events and history rows then scans the whole
  * intents table, and a service gets slower with every payment it stores (docs/PERFORMANCE.md).
  * Dead row versions of the hot balance rows are never reclaimed either.
  *

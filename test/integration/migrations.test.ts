@@ -16,7 +16,7 @@ import { buildIfStale, spawnService } from '../support/service-process.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const pgUrl = (process.env.DATABASE_URL ?? '').startsWith('postgres') ? process.env.DATABASE_URL : undefined;
-const LATEST = '015-leader-leases';
+const LATEST = '017-intent-references-per-statement';
 const EDITED = '003-policies-admin';
 const STARTUP_MS_MAX = 60_000;
 /** Each test runs several processes that each open the embedded database: slow on a loaded 2-core machine. */
@@ -64,10 +64,10 @@ async function withDatabase<T>(work: (db: Database) => Promise<T>): Promise<T> {
   }
 }
 
-/** The schema one migration behind: its table gone and its record with it. */
+/** The schema one migration behind: its triggers on new references gone and its record with it. */
 const undoLatest = (db: Database) =>
   db.transaction(async (tx) => {
-    await tx.query('DROP TABLE leader_leases');
+    await tx.query('DROP FUNCTION intent_references_lock CASCADE');
     await tx.query('DELETE FROM schema_migrations WHERE version = $1', [LATEST]);
   });
 
