@@ -1,9 +1,10 @@
-import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { asDatabaseError } from './database-error.js';
 import { trace } from '@opentelemetry/api';
 import type { DatabasePoolMode } from '../config.js';
 import { openLeaseSession } from './lease-session.js';
+import type { TransactionId } from './pglite-messages.js';
+import { PgliteThread } from './pglite-thread-client.js';
 import { inSpan } from './tracing.js';
 
 /** The result of one statement: the rows it returned and how many rows it touched. */
@@ -266,28 +267,29 @@ function openPostgres(connectionString: string, namedStatements: boolean): Datab
   };
 }
 
+/**
+ * PGlite runs on a thread of its own (pglite-thread-client.ts): the database's work and the
+ * app's run on two cores. Its one connection runs one transaction at a time; statements outside
+ * it wait in the thread, as they did in the main thread.
+ */
 async function openPglite(dataDir: string | undefined): Promise<Database> {
-  const db = await PGlite.create({
-    ...(dataDir === undefined ? {} : { dataDir }),
-    parsers: { [INT8_OID]: (value: string) => BigInt(value) },
-  });
-  const query = async <Row>(client: Pick<PGlite, 'query'>, text: string, params?: readonly unknown[]) => {
+  const thread = await PgliteThread.start(dataDir);
+  const query = async <Row>(tx: TransactionId, text: string, params?: readonly unknown[]) => {
     try {
-      const result = await client.query<Row>(text, params as unknown[] | undefined);
-      // PGlite reports affectedRows only for writes; a SELECT counts its rows, as pg does.
-      return { rows: result.rows, rowCount: Math.max(result.affectedRows ?? 0, result.rows.length) };
+      const { rows, rowCount } = await thread.call({ kind: 'query', tx, text, params });
+      return { rows: rows as Row[], rowCount };
     } catch (error) {
       throw asDatabaseError(error, text);
     }
   };
   // pg's instrumentation traces PostgreSQL's statements; PGlite's are traced here, alike, and only
   // inside a trace (a request or a worker step), as pg's is configured: no trace per poll.
-  const run = <Row>(client: Pick<PGlite, 'query'>, text: string, params?: readonly unknown[]) =>
+  const run = <Row>(tx: TransactionId, text: string, params?: readonly unknown[]) =>
     trace.getActiveSpan() === undefined
-      ? query<Row>(client, text, params)
-      : inSpan(statementSpanName(text), { 'db.system.name': 'postgresql', 'db.query.text': text }, () => query<Row>(client, text, params));
-  const exec = async (client: Pick<PGlite, 'exec'>, text: string) => {
-    await client.exec(text).catch((error: unknown) => {
+      ? query<Row>(tx, text, params)
+      : inSpan(statementSpanName(text), { 'db.system.name': 'postgresql', 'db.query.text': text }, () => query<Row>(tx, text, params));
+  const exec = async (tx: TransactionId, text: string) => {
+    await thread.call({ kind: 'exec', tx, text }).catch((error: unknown) => {
       throw asDatabaseError(error, text);
     });
   };
@@ -295,28 +297,37 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
   let closed = false;
   return {
     kind: 'pglite',
-    query: (text, params) => run(db, text, params),
-    exec: (text) => exec(db, text),
-    transaction: (work) =>
-      db
-        .transaction(async (tx) => {
-          const unawaited = new Unawaited();
-          const result = await work({
-            query: (text, params) => run(tx, text, params),
-            send: (text, params) => unawaited.add(run(tx, text, params)),
-            exec: (text) => exec(tx, text),
-          });
-          await unawaited.settle();
-          return result;
-        })
-        .catch((error: unknown) => {
-          // BEGIN and COMMIT are the only statements not sent through run().
-          throw asDatabaseError(error, 'COMMIT');
-        }),
+    query: (text, params) => run(null, text, params),
+    exec: (text) => exec(null, text),
+    async transaction(work) {
+      const tx = thread.transactionId();
+      const unawaited = new Unawaited();
+      // Not awaited, as on PostgreSQL: the thread runs the work's statements once BEGIN has.
+      unawaited.add(thread.call({ kind: 'begin', tx }));
+      let ended = false;
+      try {
+        const result = await work({
+          query: (text, params) => run(tx, text, params),
+          send: (text, params) => unawaited.add(run(tx, text, params)),
+          exec: (text) => exec(tx, text),
+        });
+        // COMMIT leaves behind the statements sent and not awaited, in the same turn: when one of
+        // them failed, the COMMIT of the aborted transaction fails too, and the first failure is thrown.
+        ended = true;
+        const commit = thread.call({ kind: 'end', tx, commit: true });
+        unawaited.add(commit);
+        await unawaited.settle();
+        return result;
+      } catch (error) {
+        if (!ended) await thread.call({ kind: 'end', tx, commit: false }).catch(() => {});
+        // BEGIN and COMMIT are the only statements not sent through run().
+        throw asDatabaseError(error, 'COMMIT');
+      }
+    },
     openLockSession: async () => openPgliteLockSession(lockHolders, () => closed),
     close: async () => {
       closed = true;
-      await db.close();
+      await thread.close();
     },
   };
 }

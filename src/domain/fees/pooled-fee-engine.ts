@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { anyRuleApplies, type DryRunResult, type FeeContext, type FeeResult, type LocalFeeEngineOptions, NO_FEES } from './fee-engine.js';
 import type { FeeRule } from './fee-rule.js';
 import { FEE_QUEUE_MAX, FEE_WALL_LIMIT_MS, FeeWorkerPool } from './fee-worker-pool.js';
+import { threadEntry } from '../../adapters/thread-entry.js';
 
 /** The fee calculation the service uses: evaluations run on worker threads a runaway cannot hold (docs/SECURITY.md §7). */
 export type FeeEngine = {
@@ -23,14 +24,7 @@ export type FeeEngineOptions = LocalFeeEngineOptions & {
 /** Two: the event loop of this process keeps a core, the evaluations share the other (docs/PERFORMANCE.md). */
 export const FEE_WORKERS_DEFAULT = 2;
 
-/**
- * From dist/ the worker module sits beside this one. Under the test runner this file is the
- * TypeScript source, which a worker thread cannot load: the built copy in dist/ runs instead,
- * and the tests' global setup rebuilds dist/ when a source is newer.
- */
-const WORKER_ENTRY = import.meta.url.endsWith('.ts')
-  ? new URL('../../../dist/domain/fees/fee-worker.js', import.meta.url)
-  : new URL('./fee-worker.js', import.meta.url);
+const WORKER_ENTRY = threadEntry('./fee-worker.js', import.meta.url);
 
 export async function createFeeEngine(options: FeeEngineOptions = {}): Promise<FeeEngine> {
   const { workers = FEE_WORKERS_DEFAULT, wallLimitMs = FEE_WALL_LIMIT_MS, queueMax = FEE_QUEUE_MAX, ...sandbox } = options;

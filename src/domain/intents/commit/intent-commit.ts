@@ -69,9 +69,10 @@ export class IntentCommitter {
   private readonly confirms: GroupCommit<ConfirmCommit, ConfirmOutcome>;
 
   constructor(db: Database, ledger: Ledger, observeBatch: (size: number) => void = () => {}) {
-    // PostgreSQL pipelines statements, so the ledger call can leave with intent_open_batch; PGlite
-    // runs one statement at a time in this process, where there is no round trip to save.
-    const ledgerCall: LedgerCall = db.kind === 'postgres' ? 'with-open' : 'after-open';
+    // The ledger call leaves with intent_open_batch: on PostgreSQL in the same round trip, on
+    // PGlite in the same message to its thread, which runs it without waiting for this thread's
+    // next turn while the transaction holds the database.
+    const ledgerCall: LedgerCall = 'with-open';
     const commitAs = (batch: readonly IntentCommit[], call: LedgerCall) =>
       withIntentIds(
         batch.map((item) => item.intent.id),
