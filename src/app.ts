@@ -27,6 +27,7 @@ import { intentRoutes } from './http/routes/intents.js';
 import { invoiceRoutes } from './http/routes/invoices.js';
 import type { FeeEngine } from './domain/fees/index.js';
 import { sharedAccountLookup } from './domain/accounts.js';
+import { sharedIntentLookup } from './domain/intents/store/intent-store.js';
 import { IntentCommitter } from './domain/intents/commit/intent-commit.js';
 import { PayerLocks } from './domain/intents/create/payer-locks.js';
 import { StatusPublisher } from './domain/intents/store/status-publisher.js';
@@ -117,6 +118,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ledger,
     committer: new IntentCommitter(deps.db, ledger, (size) => metrics.observeIntentBatch(size)),
     accounts: sharedAccountLookup(deps.db),
+    intents: sharedIntentLookup(deps.db),
     fees: deps.fees,
     publisher: new StatusPublisher(deps.broker, app.log),
     locks: new PayerLocks(),

@@ -89,24 +89,50 @@ export async function createAccount(sql: Sql, ledger: Ledger, account: NewAccoun
 /** Looks an account up by its name or by its ledger UUID. */
 export async function findAccount(sql: Sql, nameOrLedgerId: string): Promise<AccountRecord | null> {
   const column = isUuid(nameOrLedgerId) ? 'ledger_account_id' : 'account_name';
-  const { rows } = await sql.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE ${column} = $1`, [
-    isUuid(nameOrLedgerId) ? nameOrLedgerId.toLowerCase() : nameOrLedgerId,
-  ]);
+  const { rows } = await sql.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE ${column} = $1`, [lookupKey(nameOrLedgerId)]);
   return rows[0] === undefined ? null : toAccountRecord(rows[0]);
 }
 
-/** Accounts by name; absent names are missing from the map. */
-export type AccountLookup = (names: readonly string[]) => Promise<ReadonlyMap<string, AccountRecord>>;
+/**
+ * Accounts by name or by ledger UUID (lower case, see `lookupKey`), each under the key it was
+ * asked by; absent keys are missing from the map.
+ */
+export type AccountLookup = (keys: readonly string[]) => Promise<ReadonlyMap<string, AccountRecord>>;
 
-/** A lookup whose reads are shared by the requests that arrive together (the hot path of POST /intents). */
+/** The key an account lookup answers under: a ledger UUID in lower case (the database's form), a name as it is. */
+export const lookupKey = (nameOrLedgerId: string) => (isUuid(nameOrLedgerId) ? nameOrLedgerId.toLowerCase() : nameOrLedgerId);
+
+/** One account by its name or its ledger UUID, through the shared lookup. */
+export async function lookupAccount(lookup: AccountLookup, nameOrLedgerId: string): Promise<AccountRecord | null> {
+  const key = lookupKey(nameOrLedgerId);
+  return (await lookup([key])).get(key) ?? null;
+}
+
+/**
+ * A lookup whose reads are shared by the requests that arrive together (the hot path of POST
+ * /intents and of an invoice's issue and confirm): one read of the names and one of the ledger
+ * ids per round, whatever the number of requests.
+ */
 export function sharedAccountLookup(db: Database): AccountLookup {
-  const reads = new CoalescedReads((names: readonly string[]) => findAccountsByName(db, names), departureFor(db));
-  return (names) => reads.load(names);
+  const byName = new CoalescedReads((names: readonly string[]) => findAccountsByName(db, names), departureFor(db));
+  const byLedgerId = new CoalescedReads((ids: readonly string[]) => findAccountsByLedgerId(db, ids), departureFor(db));
+  return async (keys) => {
+    const ids = keys.filter(isUuid).map((id) => id.toLowerCase());
+    if (ids.length === 0) return byName.load(keys);
+    const names = keys.filter((key) => !isUuid(key));
+    const [named, identified] = await Promise.all([names.length === 0 ? new Map() : byName.load(names), byLedgerId.load(ids)]);
+    return new Map([...named, ...identified]);
+  };
 }
 
 export async function findAccountsByName(sql: Sql, names: readonly string[]): Promise<Map<string, AccountRecord>> {
   const { rows } = await sql.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE account_name = ANY($1)`, [names]);
   return new Map(rows.map((row) => [row.account_name, toAccountRecord(row)]));
+}
+
+async function findAccountsByLedgerId(sql: Sql, ids: readonly string[]): Promise<Map<string, AccountRecord>> {
+  const { rows } = await sql.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE ledger_account_id = ANY($1::uuid[])`, [ids]);
+  return new Map(rows.map((row) => [row.ledger_account_id, toAccountRecord(row)]));
 }
 
 /** Balance = credits posted − debits posted, read live from the ledger. */

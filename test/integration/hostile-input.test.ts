@@ -422,3 +422,50 @@ it('after all of it the audit is clean', async () => {
   const audit = await runAudit(t.db);
   expect(audit.violations.map(formatViolation)).toEqual([]);
 });
+
+describe('the shared reads of an invoice pair answer each request for itself', () => {
+  const issue = async (toLedgerAccountId: string) => {
+    const res = await t.call('POST', '/intents', {
+      user: MERCHANT,
+      body: { idempotencyKey: randomUUID(), operationType: 'INVOICE_PAYMENT', amount: 300, toLedgerAccountId },
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    return res.json().intentId as string;
+  };
+  const confirm = (intentId: string, payerLedgerAccountId: string, payerUserId = PAYER) =>
+    t.call('POST', `/intents/${intentId}/confirm`, {
+      user: payerUserId,
+      body: { payerLedgerAccountId, payerUserId, idempotencyKey: randomUUID() },
+    });
+
+  it('upper-case ids find what lower-case ones do; unknown ids and another wallet sent at once are refused alone', async () => {
+    const merchant = ledgerAccountId(`merchant.${MERCHANT}.THB`);
+    const payer = ledgerAccountId(`user.${PAYER}.THB`);
+    const [upper, plain, unpaid] = await Promise.all([issue(merchant.toUpperCase()), issue(merchant), issue(merchant)]);
+    // A second payer: two confirms of one payer at once are 409 TRANSACTION_IN_PROGRESS (docs/rules.md R22).
+    await topUp(t, PAYEE, 300);
+    const before = { payer: await balance(t, `user.${PAYER}.THB`), payee: await balance(t, `user.${PAYEE}.THB`) };
+    const answers = await Promise.all([
+      confirm(upper.toUpperCase(), payer.toUpperCase()),
+      confirm(randomUUID(), payer),
+      confirm(unpaid, randomUUID()),
+      confirm(unpaid, ledgerAccountId(`user.${PAYEE}.THB`)),
+      confirm(plain, ledgerAccountId(`user.${PAYEE}.THB`), PAYEE),
+    ]);
+    expect(answers.map((res) => [res.statusCode, res.json().status ?? res.json().error])).toEqual([
+      [200, 'SETTLED'],
+      [404, 'INTENT_NOT_FOUND'],
+      [404, 'PAYER_ACCOUNT_NOT_FOUND'],
+      [400, 'PAYER_ACCOUNT_USER_MISMATCH'],
+      [200, 'SETTLED'],
+    ]);
+    expect(answers[0]!.json().intentId).toBe(upper);
+    expect({ payer: await balance(t, `user.${PAYER}.THB`), payee: await balance(t, `user.${PAYEE}.THB`) }).toEqual({
+      payer: before.payer - 300n,
+      payee: before.payee - 300n,
+    });
+    const stillPayable = await confirm(unpaid, payer);
+    expect([stillPayable.statusCode, stillPayable.json().status]).toEqual([200, 'SETTLED']);
+    await expectLedgerInvariants(t.db);
+  });
+});

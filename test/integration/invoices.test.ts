@@ -9,6 +9,7 @@ import { sharedAccountLookup } from '../../src/domain/accounts.js';
 import { IntentCommitter } from '../../src/domain/intents/commit/intent-commit.js';
 import { PayerLocks } from '../../src/domain/intents/create/payer-locks.js';
 import { StatusPublisher } from '../../src/domain/intents/store/status-publisher.js';
+import { sharedIntentLookup } from '../../src/domain/intents/store/intent-store.js';
 import type { Logger } from '../../src/adapters/logger.js';
 import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { type ExpirySweep, startExpirySweep } from '../../src/workers/expiry-sweep.js';
@@ -171,6 +172,7 @@ const instance = (fees: FeeEngine, observeBatch?: (size: number) => void) => ({
   locks: new PayerLocks(),
   committer: new IntentCommitter(t.db, t.ledger, observeBatch),
   accounts: sharedAccountLookup(t.db),
+  intents: sharedIntentLookup(t.db),
   settings: t.config,
 });
 

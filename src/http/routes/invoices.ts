@@ -120,6 +120,7 @@ export function invoiceRoutes(app: App, deps: IntentDeps) {
         payerUserId: body.payerUserId,
         idempotencyKey: body.idempotencyKey.toLowerCase(),
         log: request.log,
+        config: request.configSnapshot,
       });
       const { intent } = answer;
       return {

@@ -6,6 +6,7 @@ import { ledgerResultsPerIntent, moneyOutcomeOf, voidRefusedChains } from '../mo
 import { checkJson, type Guard, type GuardRefusal, recipientLimitKeysOf, refusalError } from './guard.js';
 import { type ConfirmCommit, type ConfirmOutcome, commitConfirmBatch } from './confirm-commit.js';
 import { GroupCommit } from './group-commit.js';
+import { type LedgerCall, NotEveryIntentOpened } from './ledger-call.js';
 import { type HistoryRow, type NewIntent, newIntentRow, type Transition } from '../store/intent-store.js';
 import { voidTransfer } from '../money/money-path.js';
 import { assertTrail } from '../store/state-machine.js';
@@ -78,15 +79,7 @@ export class IntentCommitter {
         batch.map((item) => item.intent.id),
         () => db.transaction((tx) => commitBatch(tx, ledger, batch, call)),
       );
-    const flush = async (batch: readonly IntentCommit[]) => {
-      const outcomes = await commitAs(batch, ledgerCall).catch((error: unknown) => {
-        if (error instanceof NotEveryIntentOpened) return commitAs(batch, 'after-open');
-        throw error;
-      });
-      observeBatch(batch.length);
-      return outcomes;
-    };
-    this.group = new GroupCommit(flush, {
+    this.group = new GroupCommit(betting(commitAs, ledgerCall, observeBatch), {
       batchMax: BATCH_MAX,
       flushesMax: FLUSHES_MAX,
       // A payment refused by the ledger still counted in the recipient limits of the intents
@@ -104,19 +97,14 @@ export class IntentCommitter {
     });
     // Invoice confirms batch apart from new intents: they claim rows that exist instead of
     // inserting, and a batch of each can commit at once. The same keys and the same pause hold.
-    this.confirms = new GroupCommit(
-      async (batch) => {
-        const outcomes = await db.transaction((tx) => commitConfirmBatch(tx, ledger, batch));
-        observeBatch(batch.length);
-        return outcomes;
-      },
-      {
-        batchMax: BATCH_MAX,
-        flushesMax: FLUSHES_MAX,
-        keysOf: (item) => recipientLimitKeysOf(item.guard),
-        gatherMs: db.kind === 'pglite' ? PGLITE_GATHER_MS : 0,
-      },
-    );
+    const confirmAs = (batch: readonly ConfirmCommit[], call: LedgerCall) =>
+      db.transaction((tx) => commitConfirmBatch(tx, ledger, batch, call));
+    this.confirms = new GroupCommit(betting(confirmAs, ledgerCall, observeBatch), {
+      batchMax: BATCH_MAX,
+      flushesMax: FLUSHES_MAX,
+      keysOf: (item) => recipientLimitKeysOf(item.guard),
+      gatherMs: db.kind === 'pglite' ? PGLITE_GATHER_MS : 0,
+    });
   }
 
   commit(item: IntentCommit): Promise<CommitOutcome> {
@@ -129,6 +117,22 @@ export class IntentCommitter {
   }
 }
 
+/** A batch's flush: committed on the ledger call's bet, and again 'after-open' when the bet is lost. */
+function betting<Item, Outcome>(
+  commitAs: (batch: readonly Item[], call: LedgerCall) => Promise<Outcome[]>,
+  ledgerCall: LedgerCall,
+  observeBatch: (size: number) => void,
+) {
+  return async (batch: readonly Item[]) => {
+    const outcomes = await commitAs(batch, ledgerCall).catch((error: unknown) => {
+      if (error instanceof NotEveryIntentOpened) return commitAs(batch, 'after-open');
+      throw error;
+    });
+    observeBatch(batch.length);
+    return outcomes;
+  };
+}
+
 function walletKeysOf(intent: NewIntent): string[] {
   const keys: string[] = [];
   if (intent.fromUserId !== null) keys.push(`user:${intent.fromUserId}`);
@@ -137,18 +141,6 @@ function walletKeysOf(intent: NewIntent): string[] {
 }
 
 type Opened = { createdAt: string } | { duplicate: true } | GuardRefusal;
-
-/**
- * When the ledger call is sent. 'after-open': once intent_open_batch has answered, with the
- * transfers of the intents it opened. 'with-open': right behind it, before its answer, with every
- * intent's transfers, on the bet that all of them open (a duplicate key, a limit or a payer's lock
- * is rare); one round trip fewer per batch. When the bet is lost the transaction is rolled back,
- * nothing of it stays, and the batch runs again 'after-open'.
- */
-export type LedgerCall = 'after-open' | 'with-open';
-
-/** The bet of 'with-open' lost: the ledger moved money for an intent that was not opened. */
-class NotEveryIntentOpened extends Error {}
 
 /**
  * Throws to roll the whole batch back: NotEveryIntentOpened, and IntentCommitter runs it again

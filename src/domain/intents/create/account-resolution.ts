@@ -1,7 +1,6 @@
-import type { Sql } from '../../../adapters/database.js';
 import type { Permissions } from '../../admin/service-keys.js';
 import { parseAccountName, userWalletName } from '../../account-names.js';
-import { type AccountLookup, type AccountRecord, findAccount } from '../../accounts.js';
+import { type AccountLookup, type AccountRecord, lookupAccount } from '../../accounts.js';
 import { apiError } from '../../errors.js';
 import { assertNever } from '../../errors.js';
 import type { AccountType } from '../../model.js';
@@ -95,12 +94,12 @@ export function checkOverridePermissions(request: IntentRequest, permissions: Pe
  * Names from the operation table, replaced by overrides; both must exist in the account map
  * (422 ACCOUNT_NOT_FOUND), and a name that follows no account pattern is a 400.
  */
-export async function resolveAccounts(sql: Sql, lookup: AccountLookup, request: IntentRequest, actor: number): Promise<ResolvedAccounts> {
+export async function resolveAccounts(lookup: AccountLookup, request: IntentRequest, actor: number): Promise<ResolvedAccounts> {
   const defaults = defaultNames(request, actor);
   const fromName = request.fromAccountName ?? defaults.from;
   let to: AccountRecord | null = null;
   if (request.toLedgerAccountId !== undefined && request.toAccountName === undefined) {
-    to = await findAccount(sql, request.toLedgerAccountId);
+    to = await lookupAccount(lookup, request.toLedgerAccountId);
     if (to === null) throw apiError('ACCOUNT_NOT_FOUND', `no account with ledger id ${request.toLedgerAccountId}`);
     if (!LEDGER_ID_TARGET_TYPES.includes(to.accountType)) {
       throw apiError('FORBIDDEN', 'toLedgerAccountId must name a user, merchant or agent wallet');
@@ -114,7 +113,8 @@ export async function resolveAccounts(sql: Sql, lookup: AccountLookup, request: 
     if (name !== null && parseAccountName(name) === null) throw apiError('BAD_REQUEST', `account name ${name} is not resolvable`);
   }
   const names = [toName, ...(needsFrom && fromName !== null ? [fromName] : [])];
-  const found = await lookup(names);
+  // Found by its ledger id above, the destination is not read again by its name (an invoice's issue).
+  const found = to !== null && names.length === 1 ? new Map([[toName, to]]) : await lookup(names);
   for (const name of names) {
     if (!found.has(name)) throw apiError('ACCOUNT_NOT_FOUND', `account ${name} does not exist`);
   }

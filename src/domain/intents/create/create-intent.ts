@@ -16,7 +16,7 @@ import { pickChannel, routeChannel } from '../../routing.js';
 import { checkOverridePermissions, resolveAccounts, type ResolvedAccounts } from './account-resolution.js';
 import { calculateFees, feeLegs } from './fee-calculation.js';
 import { bodyRuleViolation, type IntentRequest, requestFingerprint } from './intent-request.js';
-import { findIntentByKey, type Intent, type NewIntent, type Transition } from '../store/intent-store.js';
+import { findIntentByKey, type Intent, type IntentLookup, type NewIntent, type Transition } from '../store/intent-store.js';
 import type { IntentCommitter } from '../commit/intent-commit.js';
 import { type MoneyPlan, reserveTransfer, settleTransfers } from '../money/money-path.js';
 import type { PayerLocks } from './payer-locks.js';
@@ -31,6 +31,8 @@ export interface IntentDeps {
   readonly committer: IntentCommitter;
   /** Shared by concurrent requests (coalesced-reads.ts). */
   readonly accounts: AccountLookup;
+  /** Shared by concurrent requests too: an invoice's confirm reads its invoice through it. */
+  readonly intents: IntentLookup;
   readonly settings: {
     readonly ledgerPendingTimeoutS: number;
     readonly invoiceMaxTtlS: number;
@@ -110,7 +112,7 @@ async function validateAndPersist(deps: IntentDeps, input: CreateIntentInput, fi
   if (violation !== null) throw apiError('BAD_REQUEST', violation);
   if (request.operationType === 'INVOICE_PAYMENT') checkInvoiceTtl(deps, request);
 
-  const accounts = await resolveAccounts(deps.db, deps.accounts, request, actor);
+  const accounts = await resolveAccounts(deps.accounts, request, actor);
   const amount = BigInt(request.amount);
   const channel =
     config === null

@@ -25,7 +25,7 @@ export async function cancelInvoice(
   deps: { readonly db: Database; readonly publisher: StatusPublisher },
   input: CancelInvoiceInput,
 ): Promise<Intent> {
-  const invoice = await ownInvoice(deps.db, input.serviceId, input.intentId, 'cancel');
+  const invoice = ownInvoice(await findIntent(deps.db, input.intentId), input.serviceId, input.intentId, 'cancel');
   if (input.actor !== 0 && input.actor !== invoice.issuedByUserId) {
     throw apiError('UNAUTHORIZED_ACTOR', `user ${input.actor} did not issue invoice ${invoice.id}`, { bare: true });
   }

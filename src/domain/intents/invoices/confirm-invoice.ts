@@ -1,9 +1,10 @@
 import type { Sql } from '../../../adapters/database.js';
 import { ledgerAccountId } from '../../../ledger/account-id.js';
-import { type AccountRecord, findAccount } from '../../accounts.js';
+import { type AccountRecord, lookupAccount } from '../../accounts.js';
+import { type ConfigSnapshot, feeRulesOf } from '../../config-snapshot.js';
 import { apiError } from '../../errors.js';
 import type { FeeResult } from '../../fees/index.js';
-import { limitChecks, loadLimitRules } from '../../limits.js';
+import { applicableLimitRules, limitChecks, loadLimitRules } from '../../limits.js';
 import type { Logger } from '../../../adapters/logger.js';
 import { transitAccountName } from '../../channels.js';
 import type { IntentDeps } from '../create/create-intent.js';
@@ -23,6 +24,8 @@ export interface ConfirmInvoiceInput {
   readonly payerUserId: number;
   readonly idempotencyKey: string;
   readonly log: Logger;
+  /** Fee rules and limit rules as checked for this request (auth.ts); absent: read from the database. */
+  readonly config?: ConfigSnapshot | null;
 }
 
 export interface ConfirmAnswer {
@@ -40,20 +43,28 @@ export async function confirmInvoice(deps: IntentDeps, input: ConfirmInvoiceInpu
   // Confirms of one invoice queue behind each other in this process, so a loser learns the
   // winner's outcome (ALREADY_PROCESSED, or its own replay) instead of tripping the payer lock.
   return deps.locks.oneAtATime(invoiceLockKey(input.intentId), async () => {
-    const intent = await ownInvoice(deps.db, input.serviceId, input.intentId, 'confirm');
+    // Both reads in one round trip, each shared with the requests that arrive meanwhile; the checks keep their order.
+    const [found, payerFound] = await Promise.all([deps.intents(input.intentId), lookupAccount(deps.accounts, input.payerLedgerAccountId)]);
+    const intent = ownInvoice(found, input.serviceId, input.intentId, 'confirm');
     if (input.actor !== 0 && input.actor !== input.payerUserId) {
       throw apiError('PAYER_ACCOUNT_USER_MISMATCH', `X-User-Id ${input.actor} is not the payer ${input.payerUserId}`);
     }
     if (verdict(intent, input, new Date()) === 'replay') return { replayed: true, intent };
-    const payer = await payerAccount(deps.db, intent, input);
+    const payer = payerAccount(payerFound, intent, input);
+    const config = input.config ?? null;
     // The invoice's amount, currency and metadata never change, so its fees can be priced
     // before the transaction: the sandboxed rules then never run while the invoice row is locked.
-    const fees = await calculateFees(deps.db, deps.fees, {
-      operationType: intent.operationType,
-      amount: intent.amount,
-      currency: intent.currency,
-      metadata: intent.metadata,
-    });
+    const fees = await calculateFees(
+      deps.db,
+      deps.fees,
+      {
+        operationType: intent.operationType,
+        amount: intent.amount,
+        currency: intent.currency,
+        metadata: intent.metadata,
+      },
+      config === null ? undefined : feeRulesOf(config, intent.operationType),
+    );
     if (fees.postFee > intent.amount) throw apiError('BAD_REQUEST', `post fee ${fees.postFee} exceeds the amount ${intent.amount}`);
     const legs = await feeLegs(deps.accounts, fees);
 
@@ -100,8 +111,7 @@ function verdict(intent: Intent, input: ConfirmInvoiceInput, now: Date): 'procee
 
 const expired = () => apiError('EXPIRED', 'invoice expired', { bare: true });
 
-async function payerAccount(sql: Sql, intent: Intent, input: ConfirmInvoiceInput): Promise<AccountRecord> {
-  const account = await findAccount(sql, input.payerLedgerAccountId);
+function payerAccount(account: AccountRecord | null, intent: Intent, input: ConfirmInvoiceInput): AccountRecord {
   if (account === null) throw apiError('PAYER_ACCOUNT_NOT_FOUND', `no account with ledger id ${input.payerLedgerAccountId}`);
   if (account.userId !== input.payerUserId) {
     throw apiError('PAYER_ACCOUNT_USER_MISMATCH', `account ${account.accountName} does not belong to user ${input.payerUserId}`);
@@ -139,8 +149,10 @@ async function redeem(deps: IntentDeps, seen: Intent, r: Redemption): Promise<Re
     postFee: r.fees.postFee,
     feeLegs: r.legs,
   };
-  // The rules are read before the transaction; the usage they compare is read under the locks.
-  const rules = await loadLimitRules(deps.db, seen.operationType, seen.currency);
+  // The rules are taken before the transaction; the usage they compare is read under the locks.
+  const config = r.input.config ?? null;
+  const rules =
+    config === null ? await loadLimitRules(deps.db, seen.operationType, seen.currency) : applicableLimitRules(config.limitRules, seen);
   const subject = {
     operationType: seen.operationType,
     amount: seen.amount,

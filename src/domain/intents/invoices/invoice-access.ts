@@ -1,6 +1,5 @@
-import type { Sql } from '../../../adapters/database.js';
 import { apiError, assertNever } from '../../errors.js';
-import { findIntent, type Intent } from '../store/intent-store.js';
+import type { Intent } from '../store/intent-store.js';
 import { isInvoiceChannel } from '../../channels.js';
 
 export type InvoiceAction = 'confirm' | 'cancel';
@@ -9,12 +8,11 @@ export type InvoiceAction = 'confirm' | 'cancel';
 export const invoiceLockKey = (intentId: string) => `#invoice/${intentId}`;
 
 /**
- * The invoice a confirm or cancel names. Another service's intent is indistinguishable from a
+ * The invoice a confirm or cancel names, as found by its id. Another service's intent is indistinguishable from a
  * missing one (tenant isolation). Cancel errors carry no message (`{error, status?}`, docs/rules.md, Error bodies);
  * confirm keeps the standard body for these two.
  */
-export async function ownInvoice(sql: Sql, serviceId: string, intentId: string, action: InvoiceAction): Promise<Intent> {
-  const intent = await findIntent(sql, intentId);
+export function ownInvoice(intent: Intent | null, serviceId: string, intentId: string, action: InvoiceAction): Intent {
   const bare = action === 'cancel';
   if (intent === null || intent.serviceId !== serviceId) throw apiError('INTENT_NOT_FOUND', `intent ${intentId} not found`, { bare });
   if (intent.operationType === 'INVOICE_PAYMENT' && isInvoiceChannel(intent.channel)) return intent;

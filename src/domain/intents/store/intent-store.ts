@@ -1,5 +1,7 @@
+import { isUuid } from '../../accounts.js';
 import { apiError } from '../../errors.js';
-import type { Sql } from '../../../adapters/database.js';
+import { CoalescedReads, departureFor } from '../../../adapters/coalesced-reads.js';
+import type { Database, Sql } from '../../../adapters/database.js';
 import type { Channel, IntentStatus, OperationType } from '../../model.js';
 
 /** An intent as stored; money as bigint. */
@@ -149,6 +151,24 @@ export async function findOwnIntent(sql: Sql, serviceId: string, id: string): Pr
 export async function findIntent(sql: Sql, id: string): Promise<Intent | null> {
   const { rows } = await sql.query(`SELECT ${INTENT_SELECT} FROM intents WHERE id = $1`, [id]);
   return rows[0] === undefined ? null : toIntent(rows[0]);
+}
+
+/** An intent by its id, read after the call (never from a cache), in a read shared with the calls that arrive together. */
+export type IntentLookup = (id: string) => Promise<Intent | null>;
+
+/** For an invoice's confirm, which reads its invoice before the batch that claims it. */
+export function sharedIntentLookup(db: Database): IntentLookup {
+  const reads = new CoalescedReads(async (ids: readonly string[]) => {
+    const { rows } = await db.query(`SELECT ${INTENT_SELECT} FROM intents WHERE id = ANY($1::uuid[])`, [ids]);
+    return new Map(rows.map((row) => [row.id as string, toIntent(row)]));
+  }, departureFor(db));
+  return async (id) => {
+    // Anything but a plain UUID would fail the shared read's cast, and with it every caller's read.
+    if (!isUuid(id)) return null;
+    // The database answers a uuid in lower case: so is the key it is found under.
+    const key = id.toLowerCase();
+    return (await reads.load([key])).get(key) ?? null;
+  };
 }
 
 export async function findIntentByKey(sql: Sql, serviceId: string, idempotencyKey: string): Promise<Intent | null> {
