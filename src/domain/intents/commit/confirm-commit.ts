@@ -7,7 +7,6 @@ import { PAYER_LOCK_CLASS, RECIPIENT_LIMIT_LOCK_CLASS, transactionInProgress } f
 import { INTENT_SELECT, type HistoryRow, type Intent, toIntent, type Transition } from '../store/intent-store.js';
 import { assertTrail } from '../store/state-machine.js';
 import { checkJson, type Guard, type GuardRefusal, limitCheckOf } from './guard.js';
-import { type LedgerCall, NotEveryIntentOpened } from './ledger-call.js';
 
 /**
  * Invoice confirms by group commit (docs/PERFORMANCE.md, Invoice confirm): the confirms that
@@ -49,32 +48,13 @@ export type ConfirmOutcome =
   { readonly kind: 'lost' } | { readonly kind: 'done'; readonly intent: Intent; readonly transitions: readonly Transition[] };
 
 /**
- * Throws to roll the whole batch back: NotEveryIntentOpened when 'with-open' lost its bet (an
- * invoice not claimed, or a payer's limit refused it), and IntentCommitter runs it again
- * 'after-open'; otherwise GroupCommit commits its confirms one by one. A payer's lock held by
- * another instance (409 TRANSACTION_IN_PROGRESS) and a reservation the ledger refuses for another
- * reason than funds (the invoice stays payable) both refuse the request, which must leave the
- * invoice unclaimed.
+ * Throws to roll the whole batch back (GroupCommit then commits its confirms one by one): a
+ * payer's lock held by another instance (409 TRANSACTION_IN_PROGRESS) and a reservation the
+ * ledger refuses for another reason than funds (the invoice stays payable) both refuse the
+ * request, which must leave the invoice unclaimed.
  */
-export async function commitConfirmBatch(
-  tx: Tx,
-  ledger: Ledger,
-  batch: readonly ConfirmCommit[],
-  ledgerCall: LedgerCall = 'after-open',
-): Promise<ConfirmOutcome[]> {
-  const claiming = claimBatch(tx, batch);
-  const early =
-    ledgerCall === 'with-open'
-      ? ledgerResultsPerIntent(
-          tx,
-          ledger,
-          batch.map((item) => item.transfers),
-        )
-      : null;
-  // Handled here, so that a failure while the claim is awaited is not unhandled; it is thrown
-  // where the results are awaited, below.
-  early?.catch(() => {});
-  const claims = await claiming;
+export async function commitConfirmBatch(tx: Tx, ledger: Ledger, batch: readonly ConfirmCommit[]): Promise<ConfirmOutcome[]> {
+  const claims = await claimBatch(tx, batch);
   const endings: Array<Ending | null> = batch.map(() => null);
   const moving: number[] = [];
   batch.forEach((item, index) => {
@@ -88,16 +68,11 @@ export async function commitConfirmBatch(
     // docs/rules.md R27: a limit that blocks the payer is the invoice's failure, not the request's error.
     endings[index] = { status: 'FAILED', reason: `limit_exceeded: ${limitCheckOf(claim.refusal, item.guard).rule.name}`, transferIds: [] };
   });
-  if (early !== null && moving.length < batch.length) {
-    await early.catch(() => {});
-    throw new NotEveryIntentOpened();
-  }
-  const resultsOf = await (early ??
-    ledgerResultsPerIntent(
-      tx,
-      ledger,
-      moving.map((index) => batch[index]!.transfers),
-    ));
+  const resultsOf = await ledgerResultsPerIntent(
+    tx,
+    ledger,
+    moving.map((index) => batch[index]!.transfers),
+  );
   const voids: TransferInput[] = [];
   moving.forEach((index, at) => {
     const item = batch[index]!;

@@ -97,9 +97,14 @@ export class IntentCommitter {
     });
     // Invoice confirms batch apart from new intents: they claim rows that exist instead of
     // inserting, and a batch of each can commit at once. The same keys and the same pause hold.
-    const confirmAs = (batch: readonly ConfirmCommit[], call: LedgerCall) =>
-      db.transaction((tx) => commitConfirmBatch(tx, ledger, batch, call));
-    this.confirms = new GroupCommit(betting(confirmAs, ledgerCall, observeBatch), {
+    // Their ledger call waits for the claim's answer: sent with the claim it measured no faster
+    // (docs/PERFORMANCE.md, Log, "the confirm's ledger call").
+    const confirmAs = async (batch: readonly ConfirmCommit[]) => {
+      const outcomes = await db.transaction((tx) => commitConfirmBatch(tx, ledger, batch));
+      observeBatch(batch.length);
+      return outcomes;
+    };
+    this.confirms = new GroupCommit(confirmAs, {
       batchMax: BATCH_MAX,
       flushesMax: FLUSHES_MAX,
       keysOf: (item) => recipientLimitKeysOf(item.guard),
