@@ -16,7 +16,7 @@ import { buildIfStale, spawnService } from '../support/service-process.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const pgUrl = (process.env.DATABASE_URL ?? '').startsWith('postgres') ? process.env.DATABASE_URL : undefined;
-const LATEST = '017-intent-references-per-statement';
+const LATEST = '019-settled-payee-index-merchants-only';
 const EDITED = '003-policies-admin';
 const STARTUP_MS_MAX = 60_000;
 /** Each test runs several processes that each open the embedded database: slow on a loaded 2-core machine. */
@@ -64,10 +64,13 @@ async function withDatabase<T>(work: (db: Database) => Promise<T>): Promise<T> {
   }
 }
 
-/** The schema one migration behind: its triggers on new references gone and its record with it. */
+/** The schema one migration behind: the new-payee index of every settled intent back, and the record gone. */
 const undoLatest = (db: Database) =>
   db.transaction(async (tx) => {
-    await tx.query('DROP FUNCTION intent_references_lock CASCADE');
+    await tx.query('DROP INDEX intents_merchant_payee_idx');
+    await tx.query(
+      "CREATE INDEX intents_settled_payee_idx ON intents (from_user_id, (metadata->>'merchantUserId')) WHERE status = 'SETTLED'",
+    );
     await tx.query('DELETE FROM schema_migrations WHERE version = $1', [LATEST]);
   });
 

@@ -271,6 +271,26 @@ describe('POST /policies/evaluate: context figures', () => {
     expect(await evaluate({ userId: 602, merchantId: 77 })).toMatchObject({ reasonCode: 'new_payee', context: { isNewPayee: true } });
   });
 
+  it('the new-payee probe can use the index of settled intents that name a merchant, custom or generic plan', async () => {
+    // The index leaves out intents without a merchant (P2P payments): the probe's equality on
+    // merchantUserId must imply its predicate, or the planner could not use it at all.
+    const plans = await t.db.transaction(async (tx) => {
+      await tx.query("SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)");
+      await tx.query(`PREPARE new_payee_probe (bigint, text) AS SELECT EXISTS (SELECT 1 FROM intents i
+                        WHERE i.status = 'SETTLED' AND i.from_user_id = $1 AND i.metadata->>'merchantUserId' = $2)`);
+      const found: string[] = [];
+      for (const mode of ['force_custom_plan', 'force_generic_plan']) {
+        await tx.query("SELECT set_config('plan_cache_mode', $1, true)", [mode]);
+        const { rows } = await tx.query<{ 'QUERY PLAN': string }>("EXPLAIN EXECUTE new_payee_probe (601, '77')");
+        found.push(rows.map((row) => row['QUERY PLAN']).join('\n'));
+      }
+      await tx.query('DEALLOCATE new_payee_probe');
+      return found;
+    });
+    expect(plans[1]).toContain('$1');
+    for (const plan of plans) expect(plan).toContain('intents_merchant_payee_idx');
+  });
+
   it('evaluations sent together each get their own payer figures', async () => {
     await settledDebit({ userId: 701, amount: 1000, metadata: { merchantUserId: 70 } });
     await settledDebit({ userId: 701, amount: 250, currency: 'USD' });

@@ -13,7 +13,7 @@ import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 
 const pgUrl = (process.env.DATABASE_URL ?? '').startsWith('postgres') ? process.env.DATABASE_URL : undefined;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-const LATEST_MIGRATION = '017-intent-references-per-statement';
+const LATEST_MIGRATION = '019-settled-payee-index-merchants-only';
 
 const lines: Array<Record<string, unknown>> = [];
 let t: TestApp;
