@@ -1,9 +1,11 @@
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, openDatabase } from '../../src/adapters/database.js';
 import { migrate } from '../../src/adapters/migrations.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { createTestSchema, type TestSchema, testPoolMode } from '../support/database.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
+import { createUser, topUp } from '../support/payments.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 
 /**
@@ -16,9 +18,17 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const LATEST_MIGRATION = '019-settled-payee-index-merchants-only';
 
 const lines: Array<Record<string, unknown>> = [];
+const rawLines: string[] = [];
 let t: TestApp;
 beforeAll(async () => {
-  t = await startTestApp({ logStream: { write: (line) => lines.push(JSON.parse(line) as Record<string, unknown>) } });
+  t = await startTestApp({
+    logStream: {
+      write: (line) => {
+        rawLines.push(line);
+        lines.push(JSON.parse(line) as Record<string, unknown>);
+      },
+    },
+  });
 });
 afterAll(async () => t?.close());
 
@@ -153,6 +163,59 @@ describe('X-Request-Id', () => {
     const logged = linesOf(requestId);
     expect(logged.length).toBeGreaterThan(0);
     expect(logged.some((line) => 'serviceId' in line)).toBe(false);
+  });
+
+  it('requests answered at the same time each log their own request id, service and payment, and nothing of the others', async () => {
+    // Four payers: one payer's payments are taken one at a time (409 while one is under way).
+    const payers = [7301, 7302, 7303, 7304];
+    await createUser(t, 7309);
+    for (const payer of payers) {
+      await createUser(t, payer);
+      await topUp(t, payer, 1_000);
+    }
+    const payments = payers.map((payer, i) => ({ requestId: `together-pay-${i}`, service: 'wallet-api', payer }));
+    const reads = ['admin-tool', 'mobile-gateway', 'admin-tool'].map((service, i) => ({ requestId: `together-read-${i}`, service }));
+    const forged = { requestId: 'together-forged', service: 'admin-tool' };
+    const [paid, read, refused] = await Promise.all([
+      Promise.all(
+        payments.map(({ requestId, service, payer }) =>
+          t.call('POST', '/intents', {
+            service,
+            user: payer,
+            headers: { 'x-request-id': requestId },
+            body: { idempotencyKey: randomUUID(), operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: 7309 },
+          }),
+        ),
+      ),
+      Promise.all(
+        reads.map(({ requestId, service }) =>
+          t.call('GET', '/accounts/system.revenue.THB/balance', { service, headers: { 'x-request-id': requestId } }),
+        ),
+      ),
+      t.call('GET', '/accounts/system.revenue.THB/balance', {
+        service: forged.service,
+        headers: { 'x-request-id': forged.requestId, 'x-signature': '0'.repeat(64) },
+      }),
+    ]);
+    expect(paid.map((reply) => reply.statusCode)).toEqual([201, 201, 201, 201]);
+    expect(read.map((reply) => reply.statusCode)).toEqual([200, 200, 200]);
+    expect(refused.statusCode).toBe(401);
+    for (const [index, { requestId, service }] of [...payments, ...reads].entries()) {
+      const own = rawLines.filter((line) => line.includes(`"requestId":"${requestId}"`));
+      expect(own.length, requestId).toBeGreaterThan(0);
+      const completed = own.map((line) => JSON.parse(line) as Record<string, unknown>).find((line) => line.msg === 'request completed');
+      expect(completed?.serviceId, requestId).toBe(service);
+      // Each field once: no other request's fields, and none twice.
+      for (const line of own)
+        for (const field of ['requestId', 'serviceId', 'traceId', 'intent']) {
+          expect(line.split(`"${field}":`).length, `${requestId} ${field}`).toBeLessThanOrEqual(2);
+        }
+      const payment = paid[index];
+      if (payment === undefined) expect(own.some((line) => line.includes('"traceId"'))).toBe(false);
+      else expect(completed).toMatchObject({ traceId: payment.json().intentId, intent: { status: 'SETTLED', amount: '100' } });
+    }
+    expect(linesOf(forged.requestId).some((line) => 'serviceId' in line || 'traceId' in line)).toBe(false);
+    await expectLedgerInvariants(t.db);
   });
 
   it('a 404 for an unknown route carries the request id too', async () => {

@@ -10,6 +10,7 @@ import { SIGNATURE_WINDOW_S, signatureMatches } from '../../domain/signing.js';
 import { verifyMessageSignature } from './message-signature.js';
 import { claimAdminWrite, claimNonce, isAdminWrite } from './replay-guard.js';
 import { Throttle } from './throttle.js';
+import { addRequestLogFields } from '../log-options.js';
 import { AUTH_FAILURE_BURST_DEFAULT } from '../../config.js';
 import { createMemoryTokenBuckets } from '../../adapters/token-buckets.js';
 
@@ -93,8 +94,7 @@ export function registerAuth(app: FastifyInstance, authDeps: AuthDeps): void {
       throw error;
     }
     // Only once the signature is verified: an unverified X-Service-Id is the caller's claim, not a fact.
-    request.log = request.log.child({ serviceId: request.caller.serviceId });
-    reply.log = request.log;
+    addRequestLogFields(request, reply, { serviceId: request.caller.serviceId });
     // Before the body is validated or any domain work: an over-limit request changes nothing.
     await deps.throttle.authenticated(request.caller.key, reply);
     if (request.body === MALFORMED_JSON) throw apiError('BAD_REQUEST', 'request body is not valid JSON');

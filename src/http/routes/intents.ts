@@ -7,6 +7,7 @@ import { IntentBody, intentRequest, QuoteBody, withBodyDefaults } from '../../do
 import { findOwnIntent, type Intent, listEvents } from '../../domain/intents/store/intent-store.js';
 import { calculateFees } from '../../domain/intents/create/fee-calculation.js';
 import { callerKey, requireUserId } from '../plugins/auth.js';
+import { addRequestLogFields } from '../log-options.js';
 import { ChannelSchema, IntentStatusSchema, OperationTypeSchema } from '../../domain/wire-types.js';
 import { Money, type RouteError, responses, Timestamp, Uuid } from '../schemas.js';
 
@@ -141,12 +142,11 @@ export function intentRoutes(app: App, deps: IntentDeps) {
       // From here on the request's own log lines carry the intent id, and its access line says what
       // became of the payment: the one line a payment writes at info (docs/OPERATIONS.md, Logs).
       const { intent } = answer;
-      request.log = request.log.child({
+      addRequestLogFields(request, reply, {
         traceId: intent.id,
         intent: { status: intent.status, channel: intent.channel, operationType: intent.operationType, amount: intent.amount.toString() },
       });
       tagIntent(intent.id);
-      reply.log = request.log;
       reply.status(answer.replayed ? 200 : 201);
       return createdView(intent, answer.replayed);
     },
