@@ -41,8 +41,8 @@ import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
  * @property {LoadResult[]} [p2pSaturation]
  * @property {number} [p2pSaturatedPerS]
  * @property {LoadResult[]} [p2pLatency]
- * @property {LoadResult[]} [invoiceSaturationByConcurrency]
- * @property {LoadResult} [invoiceSaturation] the fastest of invoiceSaturationByConcurrency
+ * @property {CpuMeasuredLoad[]} [invoiceSaturationByConcurrency]
+ * @property {CpuMeasuredLoad} [invoiceSaturation] the fastest of invoiceSaturationByConcurrency
  * @property {LoadResult[]} [invoiceLatency]
  * @property {CpuMeasuredLoad} [p2pUniform]
  * @property {CpuMeasuredLoad} [p2pHotPayee]
@@ -507,9 +507,17 @@ async function main() {
     if (runs('invoice')) {
       log('invoice pairs saturation');
       pgr.invoiceSaturationByConcurrency = [];
+      // CPU per settled pair too: steadier than a pair's throughput on a shared machine.
       for (const concurrency of SATURATION_CONCURRENCY)
         pgr.invoiceSaturationByConcurrency.push(
-          await runJson('load.js', { ...base, url: server.url, kind: 'invoice', mode: 'closed', concurrency, merchants: MERCHANTS }),
+          await cpuMeasuredLoad(server, databaseUrl, {
+            ...base,
+            url: server.url,
+            kind: 'invoice',
+            mode: 'closed',
+            concurrency,
+            merchants: MERCHANTS,
+          }),
         );
       const fastest = pgr.invoiceSaturationByConcurrency.reduce((a, b) => (b.throughputPerS > a.throughputPerS ? b : a));
       pgr.invoiceSaturation = fastest;
@@ -522,6 +530,10 @@ async function main() {
         fastest.throughputPerS,
         'at',
         fastest.concurrency,
+      );
+      log(
+        'CPU per settled pair (µs), payorch / PostgreSQL backends:',
+        pgr.invoiceSaturationByConcurrency.map((x) => `${x.cpuPerIntent.payorchUs} / ${x.cpuPerIntent.postgresBackendsUs}`).join(', '),
       );
     }
     if (runs('invoice') || runs('invoice-rates')) {
@@ -877,6 +889,7 @@ function roundTwoFigures(r) {
     invoicePairsSaturatedPerS: p.invoiceSaturation?.throughputPerS ?? null,
     invoicePairsSaturatedConcurrency: p.invoiceSaturation?.concurrency ?? null,
     invoicePairsToP2p: ratio(p.invoiceSaturation?.throughputPerS, p.p2pSaturatedPerS),
+    cpuPerInvoicePairUs: p.invoiceSaturation?.cpuPerIntent ?? null,
     invoicePairsAtOfferedRates: Object.fromEntries(
       INVOICE_OFFERED_RATES.map((rate) => {
         const found = p.invoiceLatency?.find((x) => x.offeredPerS === rate);
