@@ -156,13 +156,6 @@ const SETTLED_TRAIL = [
   ['AUTHORIZED', 'SETTLED', null],
 ];
 
-/**
- * The races are about the invoices, not the sandbox: on a loaded machine, dozens of concurrent fee
- * evaluations (with PGlite on the same thread as the sandbox's watchdog) can meet the default
- * 100 ms wall-time cut and answer 422 EVAL_ERROR instead of the race's outcome.
- */
-const RACE_FEE_WALL_LIMIT_MS = 5_000;
-
 /** The dependencies of one simulated instance: its own in-process locks and its own group commit. */
 const instance = (fees: FeeEngine, observeBatch?: (size: number) => void) => ({
   db: t.db,
@@ -734,7 +727,7 @@ describe('races (docs/rules.md R26)', () => {
     const amount = 1_500;
     const intentId = await issued(amount);
     const before = await balances(t, [wallet(U6), MERCHANT_ACCOUNT]);
-    const fees: FeeEngine = await createFeeEngine({ wallLimitMs: RACE_FEE_WALL_LIMIT_MS });
+    const fees: FeeEngine = await createFeeEngine();
     try {
       const outcomes = await Promise.allSettled(
         Array.from({ length: 30 }, () =>
@@ -780,7 +773,7 @@ describe('races (docs/rules.md R26)', () => {
     const names = [...payers.map(wallet), ...rivals.map(wallet), MERCHANT_ACCOUNT];
     const batches: number[] = [];
     let before: Record<string, string> = {};
-    const fees: FeeEngine = await createFeeEngine({ wallLimitMs: RACE_FEE_WALL_LIMIT_MS });
+    const fees: FeeEngine = await createFeeEngine();
     const confirmBy = (deps: ReturnType<typeof instance>, intentId: string, payer: number) =>
       confirmInvoice(deps, {
         serviceId: ISSUER_SERVICE,
