@@ -364,10 +364,10 @@ async function cpuMeasuredLoad(server, databaseUrl, options) {
  */
 async function startPayorch(env, label) {
   const port = await freePort();
-  const profileDir = join(root, 'bench', 'results', 'profiles');
-  const cpuProfile = args.profile
-    ? ['--cpu-prof', '--cpu-prof-dir', profileDir, '--cpu-prof-name', `${label}-${Date.now()}.cpuprofile`]
-    : [];
+  // A directory per server, no file name: with --cpu-prof-name every thread (PGlite's, the fee
+  // workers) wrote to the same file and only the last to end was kept.
+  const profileDir = join(root, 'bench', 'results', 'profiles', `${label}-${Date.now()}`);
+  const cpuProfile = args.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [];
   const heapProbeFile = join(mkdtempSync(join(tmpdir(), 'payorch-bench-heap-')), 'totals.json');
   const nodeArgs = [...cpuProfile, '--import', join(root, 'bench', 'heap-probe.js')];
   const child = spawn(process.execPath, [...nodeArgs, join(root, 'bin', 'payorch.js'), 'serve'], {

@@ -44,6 +44,8 @@ const CONFIRM_MARGIN_S_MAX = 300;
 const WEBHOOK_INTERVAL_MS = 250;
 /** Autovacuum's own naptime. */
 const TABLE_MAINTENANCE_INTERVAL_MS = 60_000;
+/** PGlite: how often the tables' growth is checked for plans made at a smaller size (a query of pg_class). */
+const REPLAN_CHECK_INTERVAL_MS = 2_000;
 /** Pruning keeps up with a day's events in small steps; retention is counted in days. */
 const EVENT_PRUNE_INTERVAL_MS = 60_000;
 
@@ -120,6 +122,9 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
   if (await lacksAutovacuum(db, log)) {
     const maintenance = createTableMaintenance({ db, log: log.child({ worker: 'table-maintenance' }) });
     loops.push(startLoop('table-maintenance', TABLE_MAINTENANCE_INTERVAL_MS, () => maintenance.runOnce(), log));
+    // One session plans every statement on PGlite, so dropping its plans reaches them all; a
+    // PostgreSQL pool's sessions each keep their own, and autovacuum's ANALYZE replans them.
+    if (db.kind === 'pglite') loops.push(startLoop('table-replan', REPLAN_CHECK_INTERVAL_MS, () => maintenance.replanIfGrown(), log));
   }
   return {
     async stop() {

@@ -37,4 +37,35 @@ describe('table maintenance', () => {
     await maintenance.runOnce();
     expect(lines.join('\n')).not.toContain('maintenance_probe');
   });
+
+  // One session runs every statement only on PGlite; a PostgreSQL pool would prepare and discard
+  // on different connections.
+  it.runIf(process.env.DATABASE_URL === undefined)(
+    'makes the plans cached while a table was small again once it has grown, on PGlite',
+    async () => {
+      await t.db.exec(
+        "CREATE TABLE replan_probe (id uuid PRIMARY KEY, filler text); INSERT INTO replan_probe SELECT gen_random_uuid(), 'x' FROM generate_series(1, 5); ANALYZE replan_probe",
+      );
+      const maintenance = createTableMaintenance({ db: t.db, log });
+      await maintenance.replanIfGrown();
+      // A generic plan is what PL/pgSQL keeps for a statement; a prepared one shows it in EXPLAIN.
+      await t.db.exec(
+        'SET plan_cache_mode = force_generic_plan; PREPARE replan_probe_by_id (uuid) AS SELECT filler FROM replan_probe WHERE id = $1',
+      );
+      const plan = async () =>
+        (await t.db.query<{ 'QUERY PLAN': string }>("EXPLAIN EXECUTE replan_probe_by_id('00000000-0000-0000-0000-000000000000')")).rows
+          .map((row) => row['QUERY PLAN'])
+          .join('\n');
+      try {
+        expect(await plan()).toContain('Seq Scan on replan_probe');
+        await t.db.exec("INSERT INTO replan_probe SELECT gen_random_uuid(), repeat('x', 100) FROM generate_series(1, 20000)");
+        expect(await plan()).toContain('Seq Scan on replan_probe');
+
+        await maintenance.replanIfGrown();
+        expect(await plan()).toContain('Index Scan using replan_probe_pkey');
+      } finally {
+        await t.db.exec('DEALLOCATE replan_probe_by_id; RESET plan_cache_mode');
+      }
+    },
+  );
 });
