@@ -17,7 +17,8 @@ import { createMerchant, createUser, intentBody, topUp } from '../support/paymen
 const FAILURE_BURST = 3;
 const STREAMS_MAX = 2;
 const LIMITED = 'limited-svc';
-const LIMITED_SECRET = 'limited-svc-secret-for-tests-only';
+/** Refills one token per 100 s, so no test's own slowness can refill the bucket between two calls. */
+const SLOW = 'slow-svc';
 const PAYER = 7701;
 const PAYEE = 7702;
 const MERCHANT = 7707;
@@ -25,11 +26,11 @@ const env = { AUTH_FAILURE_BURST: String(FAILURE_BURST), SSE_STREAMS_PER_SERVICE
 let t: TestApp;
 let base: string;
 
-async function addLimitedService(app: TestApp): Promise<void> {
-  app.secrets = new Map([...app.secrets, [LIMITED, [LIMITED_SECRET]]]);
+async function addLimitedService(app: TestApp, serviceId = LIMITED, requestsPerSecond = 1): Promise<void> {
+  app.secrets = new Map([...app.secrets, [serviceId, [`${serviceId}-secret-for-tests-only`]]]);
   const res = await app.call('POST', '/admin/service-keys', {
     service: 'admin-tool',
-    body: { serviceId: LIMITED, permissions: { allowedOperationTypes: ['P2P_TRANSFER'], rateLimit: { requestsPerSecond: 1, burst: 3 } } },
+    body: { serviceId, permissions: { allowedOperationTypes: ['P2P_TRANSFER'], rateLimit: { requestsPerSecond, burst: 3 } } },
   });
   expect(res.statusCode, res.body).toBe(201);
 }
@@ -59,6 +60,9 @@ beforeAll(async () => {
   await createMerchant(t, MERCHANT);
   await topUp(t, PAYER, 100_000);
   await addLimitedService(t);
+  // Here, not beside the other instance's: the same admin write signed in the same second on two
+  // instances sharing Redis is one request replayed.
+  await addLimitedService(t, SLOW, 0.01);
   base = await t.app.listen({ port: 0, host: '127.0.0.1' });
 });
 afterAll(async () => t?.close());
@@ -94,10 +98,11 @@ describe('a service over its rate limit', () => {
       await createUser(other, PAYER);
       await createUser(other, PAYEE);
       await topUp(other, PAYER, 10_000);
-      await addLimitedService(other);
-      // Drain the shared (or this instance's) bucket through the first app.
-      while ((await pay(t)).statusCode !== 429);
-      const res = await pay(other);
+      await addLimitedService(other, SLOW, 0.01);
+      // Drain the shared (or this instance's) bucket through the first app. At LIMITED's 1 /s, a
+      // loaded machine refilled a token between the last 429 and the other instance's call.
+      while ((await pay(t, SLOW)).statusCode !== 429);
+      const res = await pay(other, SLOW);
       expect(res.statusCode, res.body).toBe(process.env.REDIS_URL === undefined ? 201 : 429);
     } finally {
       await other.close();
