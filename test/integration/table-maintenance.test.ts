@@ -68,4 +68,38 @@ describe('table maintenance', () => {
       }
     },
   );
+
+  // The maintenance loop shares PGlite's one session with the payments: its statements must wait
+  // for an open transaction rather than run inside it (a VACUUM there fails; a DISCARD PLANS there
+  // would be rolled back with it) or break it.
+  it.runIf(process.env.DATABASE_URL === undefined)(
+    'waits for an open transaction on PGlite, then runs, and the transaction commits whole',
+    async () => {
+      await t.db.exec('CREATE TABLE beside_probe (id int PRIMARY KEY, filler text); ANALYZE beside_probe');
+      const maintenance = createTableMaintenance({ db: t.db, log });
+      const order: string[] = [];
+      let releaseTransaction!: () => void;
+      const held = new Promise<void>((resolve) => {
+        releaseTransaction = resolve;
+      });
+      const transaction = t.db.transaction(async (tx) => {
+        await tx.query("INSERT INTO beside_probe SELECT g, repeat('x', 100) FROM generate_series(1, 20000) g");
+        await held;
+        await tx.query("INSERT INTO beside_probe VALUES (0, 'last')");
+        order.push('transaction');
+      });
+      // Sent while the transaction is open and holding its rows uncommitted.
+      const maintained = Promise.all([maintenance.runOnce(), maintenance.replanIfGrown()]).then(() => order.push('maintenance'));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(order).toEqual([]);
+      releaseTransaction();
+      await Promise.all([transaction, maintained]);
+
+      expect(order).toEqual(['transaction', 'maintenance']);
+      const { rows } = await t.db.query<{ n: number }>('SELECT count(*)::int AS n FROM beside_probe');
+      expect(rows[0]!.n).toBe(20001);
+      // The VACUUM (ANALYZE) ran after the commit, so it counted the committed rows.
+      expect(await knownPages('beside_probe')).toBeGreaterThan(100);
+    },
+  );
 });
