@@ -1,4 +1,4 @@
-// npm run bench [-- --soak-s 600 --phase-s 20 --skip-pglite --profile --only p2p,floors]
+// npm run bench [-- --soak-s 600 --phase-s 20 --skip-pglite --profile --only p2p,floors --help]
 //
 // --only runs some sections (p2p, latency, invoice, invoice-rates, floors, floor-batch, hot-payee,
 // cpu, policies, stored, soak, pglite; docs/PERFORMANCE.md, How to run) for a
@@ -16,6 +16,7 @@ import { createServer } from 'node:net';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { openDatabase } from '../dist/adapters/database.js';
 import { SqlLedger } from '../dist/ledger/sql-ledger.js';
@@ -89,7 +90,31 @@ import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
 /** @typedef {ReturnType<typeof summarize>} Summary */
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const args = parseArgs(process.argv.slice(2));
+// strict: a mistyped option fails here, before a run of minutes measures the wrong thing.
+const { values: args } = parseArgs({
+  options: {
+    'soak-s': { type: 'string' },
+    'phase-s': { type: 'string' },
+    only: { type: 'string' },
+    'skip-pglite': { type: 'boolean' },
+    profile: { type: 'boolean' },
+    help: { type: 'boolean' },
+  },
+});
+if (args.help) {
+  // The usage is this file's opening comment.
+  const lines = readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n');
+  console.log(
+    lines
+      .slice(
+        0,
+        lines.findIndex((line) => !line.startsWith('//')),
+      )
+      .map((line) => line.replace(/^\/\/ ?/, ''))
+      .join('\n'),
+  );
+  process.exit(0);
+}
 const SOAK_S = Number(args['soak-s'] ?? 600);
 const PHASE_S = Number(args['phase-s'] ?? 20);
 const PG_ADMIN_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -142,26 +167,6 @@ if (only !== null)
   for (const name of only) if (!SECTIONS.includes(name)) throw new Error(`--only: unknown section ${name} (${SECTIONS.join(', ')})`);
 /** @param {string} section */
 const runs = (section) => (section === 'pglite' ? !args['skip-pglite'] : true) && (only === null || only.has(section));
-
-/**
- * `--name value` and bare `--flag` (true).
- * @param {readonly string[]} argv
- */
-function parseArgs(argv) {
-  /** @type {Record<string, string | true>} */
-  const out = {};
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (a === undefined || !a.startsWith('--')) continue;
-    const next = argv[i + 1];
-    if (next === undefined || next.startsWith('--')) out[a.slice(2)] = true;
-    else {
-      out[a.slice(2)] = next;
-      i++;
-    }
-  }
-  return out;
-}
 
 /** @param {...unknown} m */
 const log = (...m) => console.error(`[bench ${new Date().toISOString().slice(11, 19)}]`, ...m);
@@ -484,10 +489,10 @@ async function main() {
     let best = { concurrency: 32 };
     if (runs('p2p')) {
       log('P2P saturation');
-      pgr.p2pSaturation = [];
-      for (const concurrency of SATURATION_CONCURRENCY)
-        pgr.p2pSaturation.push(await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency }));
-      const fastest = pgr.p2pSaturation.reduce((a, b) => (b.throughputPerS > a.throughputPerS ? b : a));
+      const { byConcurrency, fastest } = await saturate(SATURATION_CONCURRENCY, (concurrency) =>
+        runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency }),
+      );
+      pgr.p2pSaturation = byConcurrency;
       // Closed loops: each one's concurrency is set.
       best = { concurrency: fastest.concurrency ?? best.concurrency };
       pgr.p2pSaturatedPerS = fastest.throughputPerS;
@@ -506,20 +511,18 @@ async function main() {
     // time, so at 32 pairs a group commit's batch fills to ~16, where P2P's figure is its best level.
     if (runs('invoice')) {
       log('invoice pairs saturation');
-      pgr.invoiceSaturationByConcurrency = [];
       // CPU per settled pair too: steadier than a pair's throughput on a shared machine.
-      for (const concurrency of SATURATION_CONCURRENCY)
-        pgr.invoiceSaturationByConcurrency.push(
-          await cpuMeasuredLoad(server, databaseUrl, {
-            ...base,
-            url: server.url,
-            kind: 'invoice',
-            mode: 'closed',
-            concurrency,
-            merchants: MERCHANTS,
-          }),
-        );
-      const fastest = pgr.invoiceSaturationByConcurrency.reduce((a, b) => (b.throughputPerS > a.throughputPerS ? b : a));
+      const { byConcurrency, fastest } = await saturate(SATURATION_CONCURRENCY, (concurrency) =>
+        cpuMeasuredLoad(server, databaseUrl, {
+          ...base,
+          url: server.url,
+          kind: 'invoice',
+          mode: 'closed',
+          concurrency,
+          merchants: MERCHANTS,
+        }),
+      );
+      pgr.invoiceSaturationByConcurrency = byConcurrency;
       pgr.invoiceSaturation = fastest;
       log(
         'invoice pairs saturated',
@@ -689,6 +692,19 @@ async function main() {
 }
 
 /**
+ * Closed loops at each in-flight level in turn; the fastest is the saturated figure.
+ * @template {{ throughputPerS: number }} R
+ * @param {readonly number[]} levels
+ * @param {(concurrency: number) => Promise<R>} measure
+ */
+async function saturate(levels, measure) {
+  /** @type {R[]} */
+  const byConcurrency = [];
+  for (const concurrency of levels) byConcurrency.push(await measure(concurrency));
+  return { byConcurrency, fastest: byConcurrency.reduce((a, b) => (b.throughputPerS > a.throughputPerS ? b : a)) };
+}
+
+/**
  * After a bulk seed: what autovacuum would do over the next minutes, done now, so that neither
  * measurement pays for the other's seeding (statistics, visibility map, background CPU).
  */
@@ -771,22 +787,23 @@ async function pglitePass(base, secret, configFile) {
     log('PGlite: creating and funding', users[1], 'users over HTTP');
     await runSetup(server.url, secret, users);
     await runJson('load.js', { ...base, users, url: server.url, kind: 'p2p', mode: 'closed', concurrency: 8, durationS: 3 });
-    /** @type {LoadResult[]} */
-    const p2pSaturationByConcurrency = [];
-    for (const concurrency of PGLITE_SATURATION_CONCURRENCY) {
-      const load = await runJson('load.js', {
-        ...base,
-        users,
-        url: server.url,
-        kind: 'p2p',
-        mode: 'closed',
-        concurrency,
-        durationS: Math.min(PHASE_S, 15),
-      });
-      log('PGlite', concurrency, 'in flight:', load.throughputPerS, '/s, p99', load.latencyMs.p99, 'ms');
-      p2pSaturationByConcurrency.push(load);
-    }
-    const p2pSaturation = p2pSaturationByConcurrency.reduce((a, b) => (b.throughputPerS > a.throughputPerS ? b : a));
+    const { byConcurrency: p2pSaturationByConcurrency, fastest: p2pSaturation } = await saturate(
+      PGLITE_SATURATION_CONCURRENCY,
+      async (concurrency) => {
+        /** @type {LoadResult} */
+        const load = await runJson('load.js', {
+          ...base,
+          users,
+          url: server.url,
+          kind: 'p2p',
+          mode: 'closed',
+          concurrency,
+          durationS: Math.min(PHASE_S, 15),
+        });
+        log('PGlite', concurrency, 'in flight:', load.throughputPerS, '/s, p99', load.latencyMs.p99, 'ms');
+        return load;
+      },
+    );
     /** @type {LoadResult[]} */
     const p2pLatency = [];
     for (const rate of [100, 250])
