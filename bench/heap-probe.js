@@ -11,7 +11,17 @@ if (file !== undefined) {
   let profiler = new GCProfiler();
   profiler.start();
   let usedAfterLast = getHeapStatistics().used_heap_size;
-  const totals = { reading: 0, allocatedBytes: 0, scavenges: 0, scavengeMs: 0, markCompacts: 0, markCompactMs: 0 };
+  const totals = {
+    reading: 0,
+    allocatedBytes: 0,
+    scavenges: 0,
+    scavengeMs: 0,
+    markCompacts: 0,
+    markCompactMs: 0,
+    // What a full collection left alive: what a leak grows, without the collector's swing.
+    /** @type {number | null} */
+    liveBytesAfterMarkCompact: null,
+  };
   process.on('SIGUSR2', () => {
     const { statistics } = profiler.stop();
     profiler = new GCProfiler();
@@ -26,6 +36,7 @@ if (file !== undefined) {
       } else if (gc.gcType === 'MarkSweepCompact') {
         totals.markCompacts += 1;
         totals.markCompactMs += gc.cost / 1000;
+        totals.liveBytesAfterMarkCompact = gc.afterGC.heapStatistics.usedHeapSize;
       }
     }
     const usedNow = getHeapStatistics().used_heap_size;

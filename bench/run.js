@@ -36,7 +36,7 @@ import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
  * }} Scripts
  */
 /** @typedef {LoadResult & ReturnType<typeof rssGrowth> & { peakRssMb: number, samples: RssSample[] }} SoakResult */
-/** @typedef {{ atS: number, rssMb: number, peakRssMb: number }} RssSample */
+/** @typedef {{ atS: number, rssMb: number, peakRssMb: number, liveHeapMb: number | null }} RssSample */
 /**
  * @typedef {object} PostgresResults
  * @property {LoadResult[]} [p2pSaturation]
@@ -275,7 +275,7 @@ function cpuUsedS(before, after) {
   return used;
 }
 
-/** @typedef {{ reading: number, allocatedBytes: number, scavenges: number, scavengeMs: number, markCompacts: number, markCompactMs: number }} HeapTotals */
+/** @typedef {{ reading: number, allocatedBytes: number, scavenges: number, scavengeMs: number, markCompacts: number, markCompactMs: number, liveBytesAfterMarkCompact: number | null }} HeapTotals */
 /** How long a reading of the heap probe may take: 250 polls of 20 ms (a saturated process answers the signal late). */
 const HEAP_READ_POLLS_MAX = 250;
 
@@ -662,7 +662,17 @@ async function main() {
           durationS: SOAK_S,
           warmupS: 0,
         });
-        log('soak', pgr.soak.rssStartMb, '→', pgr.soak.rssEndMb, 'MB');
+        log(
+          'soak RSS',
+          pgr.soak.rssStartMb,
+          '→',
+          pgr.soak.rssEndMb,
+          'MB; live heap after full collections',
+          pgr.soak.liveHeapStartMb,
+          '→',
+          pgr.soak.liveHeapEndMb,
+          'MB',
+        );
       }
       await server.stop();
     }
@@ -751,23 +761,38 @@ async function runBareFloor(base, configFile) {
 }
 
 /**
- * @param {{ status: () => ReturnType<typeof procStatus> }} server
+ * @param {{ status: () => ReturnType<typeof procStatus>, heap: () => Promise<HeapTotals | null> }} server
  * @param {LoadOptions} options
  * @returns {Promise<SoakResult>}
  */
 async function soak(server, options) {
   /** @type {RssSample[]} */
   const samples = [];
-  const timer = setInterval(() => samples.push({ atS: samples.length * (RSS_SAMPLE_MS / 1000), ...server.status() }), RSS_SAMPLE_MS);
-  samples.push({ atS: 0, ...server.status() });
-  const load = await runJson('load.js', options);
-  clearInterval(timer);
-  const end = server.status();
-  samples.push({ atS: Math.round(load.durationS), ...end });
+  const startedMs = Date.now();
+  const sample = async () => {
+    const live = (await server.heap())?.liveBytesAfterMarkCompact;
+    const liveHeapMb = live === undefined || live === null ? null : Math.round((live / 2 ** 20) * 10) / 10;
+    samples.push({ atS: Math.round((Date.now() - startedMs) / 1000), ...server.status(), liveHeapMb });
+  };
+  await sample();
+  let running = true;
+  const load = runJson('load.js', options).finally(() => {
+    running = false;
+  });
+  const sampling = (async () => {
+    for (;;) {
+      await Promise.race([load.catch(() => {}), sleep(RSS_SAMPLE_MS)]);
+      if (!running) return;
+      await sample();
+    }
+  })();
+  const result = await load;
+  await sampling;
+  await sample();
   return {
-    ...load,
-    ...rssGrowth(samples, load.durationS),
-    peakRssMb: end.peakRssMb,
+    ...result,
+    ...rssGrowth(samples, result.durationS),
+    peakRssMb: server.status().peakRssMb,
     samples,
   };
 }
@@ -875,6 +900,7 @@ function summarize(r) {
     soakS: p.soak.durationS,
     soakErrors: p.soak.errors,
     rssGrowthPct: p.soak.rssGrowthPct,
+    liveHeapGrowthPct: p.soak.liveHeapGrowthPct,
     peakRssMb: p.soak.peakRssMb,
     pgliteP2pSaturatedPerS: r.pglite?.p2pSaturation.throughputPerS ?? null,
     ...roundTwoFigures(r),
