@@ -247,11 +247,14 @@ async function cpuSnapshot(payorchPid, probe) {
     `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()`,
   );
   const settled = Number((await probe.query(`SELECT count(*) AS n FROM intents WHERE status = 'SETTLED'`)).rows[0].n);
+  // The server's, not this database's: it counts this run's writes only while nothing else runs (the bench lock).
+  const walBytes = Number((await probe.query(`SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint AS b`)).rows[0].b);
   /** @param {readonly number[]} pids */
   const perPid = (pids) => new Map(pids.map((pid) => [pid, cpuSeconds(pid)]));
   return {
     atMs: Date.now(),
     settled,
+    walBytes,
     payorch: cpuSeconds(payorchPid),
     backends: perPid(rows.map((row) => Number(row.pid))),
     postgres: perPid(postgresPids()),
@@ -350,6 +353,7 @@ async function cpuMeasuredLoad(server, databaseUrl, options) {
         postgresBackendsUs: perIntentUs(cpuUsedS(before.backends, after.backends)),
         postgresAllUs: perIntentUs(cpuUsedS(before.postgres, after.postgres)),
         postgresBackends: after.backends.size,
+        walBytesPerIntent: settledIntents <= 0 ? null : Math.round((after.walBytes - before.walBytes) / settledIntents),
         heap: heapPerIntent(heapBefore, heapAfter, settledIntents),
       },
     };
