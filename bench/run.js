@@ -66,7 +66,7 @@ import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
  * CPU per settled intent over a load's measured window, by process: payorch, the PostgreSQL
  * backends serving the bench database, and every PostgreSQL process of the machine (its WAL
  * writer and checkpointer too, and any other database's backends).
- * @typedef {{ windowS: number, settledIntents: number, payorchUs: number | null, postgresBackendsUs: number | null, postgresAllUs: number | null, postgresBackends: number, heap: ReturnType<typeof heapPerIntent> }} CpuPerIntent
+ * @typedef {{ windowS: number, settledIntents: number, payorchUs: number | null, postgresBackendsUs: number | null, postgresAllUs: number | null, postgresBackends: number, wal: Awaited<ReturnType<typeof walPerIntent>>, heap: ReturnType<typeof heapPerIntent> }} CpuPerIntent
  */
 /** @typedef {LoadResult & { cpuPerIntent: CpuPerIntent }} CpuMeasuredLoad */
 /** @typedef {{ p2pSaturation: LoadResult, p2pSaturationByConcurrency: LoadResult[], p2pLatency: LoadResult[], peakRssMb: number }} PgliteResults */
@@ -252,11 +252,14 @@ async function cpuSnapshot(payorchPid, probe) {
     `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()`,
   );
   const settled = Number((await probe.query(`SELECT count(*) AS n FROM intents WHERE status = 'SETTLED'`)).rows[0].n);
+  // The server's WAL, not this database's: it counts this run's writes only while nothing else runs (the bench lock).
+  const walLsn = String((await probe.query('SELECT pg_current_wal_flush_lsn()::text AS lsn')).rows[0].lsn);
   /** @param {readonly number[]} pids */
   const perPid = (pids) => new Map(pids.map((pid) => [pid, cpuSeconds(pid)]));
   return {
     atMs: Date.now(),
     settled,
+    walLsn,
     payorch: cpuSeconds(payorchPid),
     backends: perPid(rows.map((row) => Number(row.pid))),
     postgres: perPid(postgresPids()),
@@ -324,6 +327,30 @@ function heapPerIntent(before, after, settledIntents) {
 }
 
 /**
+ * WAL bytes per settled intent between two positions: the records themselves, and the full-page
+ * images apart (they depend on when the last checkpoint was, not on what was written). Null
+ * without pg_walinspect (PostgreSQL 15's contrib).
+ * @param {pg.Client} probe
+ * @param {string} from
+ * @param {string} to
+ * @param {number} settledIntents
+ */
+async function walPerIntent(probe, from, to, settledIntents) {
+  if (settledIntents <= 0) return null;
+  try {
+    await probe.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
+    const { rows } = await probe.query(
+      'SELECT sum(count)::float8 AS records, sum(record_size)::float8 AS bytes, sum(fpi_size)::float8 AS fpi FROM pg_get_wal_stats($1::pg_lsn, $2::pg_lsn)',
+      [from, to],
+    );
+    const per = (/** @type {number} */ n) => Math.round((n * 10) / settledIntents) / 10;
+    return { records: per(rows[0].records), recordBytes: Math.round(per(rows[0].bytes)), fullPageImageBytes: Math.round(per(rows[0].fpi)) };
+  } catch {
+    return null;
+  }
+}
+
+/**
  * A load phase with the CPU its settled intents cost, measured from the end of its warm-up
  * (load.js's warmupS) to its end, over the intents the database shows settled meanwhile.
  * @param {{ pid: number, heap: () => Promise<HeapTotals | null> }} server
@@ -355,6 +382,7 @@ async function cpuMeasuredLoad(server, databaseUrl, options) {
         postgresBackendsUs: perIntentUs(cpuUsedS(before.backends, after.backends)),
         postgresAllUs: perIntentUs(cpuUsedS(before.postgres, after.postgres)),
         postgresBackends: after.backends.size,
+        wal: await walPerIntent(probe, before.walLsn, after.walLsn, settledIntents),
         heap: heapPerIntent(heapBefore, heapAfter, settledIntents),
       },
     };

@@ -96,7 +96,7 @@ export interface Config {
   readonly feeWorkers: number;
   /** Days the event feed keeps an event (EVENT_RETENTION_DAYS, docs/EVENTS.md); the audit log keeps everything. */
   readonly eventRetentionDays: number;
-  /** How often the workers number newly committed events and publish them (EVENT_FEED_INTERVAL_MS). */
+  /** How often the event bus publisher reads the feed (EVENT_FEED_INTERVAL_MS). */
   readonly eventFeedIntervalMs: number;
   /** EVENT_BUS_URL: `nats://…` publishes every feed event to NATS JetStream (docs/EVENTS.md); unset: no bus. */
   readonly eventBusUrl: string | undefined;

@@ -3,6 +3,7 @@ import type { PoolStats, Sql } from './database.js';
 import type { Ledger } from '../ledger/ledger.js';
 import type { AttemptOutcome, CircuitBreaker, PspxOperation } from './pspx/pspx-client.js';
 import { VERSION } from '../version.js';
+import { FEED_HORIZON_SQL } from '../domain/events/feed.js';
 
 /**
  * Prometheus metrics of one app instance. Each instance owns its registry (tests build several apps
@@ -327,34 +328,52 @@ function webhookSampler(sql: Sql, registers: Registry[]): () => Promise<void> {
   };
 }
 
+/** Counts stop here: a scrape stays one bounded index scan however far behind a reader is. */
+const FEED_COUNT_MAX = 1_000_000;
+
 /**
- * The event feed at scrape time (docs/EVENTS.md): changes committed but not yet numbered (a
- * sequencer that stopped shows here), and how many numbered events each background reader (the
- * NATS publisher) has still to handle. -1 when the read failed.
+ * The event feed at scrape time (docs/EVENTS.md): committed changes no reader can take yet
+ * because an older transaction is still running (one held open shows here, and how long the
+ * oldest has been open), and how many events each background reader (the NATS publisher) has
+ * still to handle. -1 when the read failed.
  */
 function eventFeedSampler(sql: Sql, registers: Registry[]): () => Promise<void> {
-  const unnumbered = new Gauge({
-    name: 'payorch_event_feed_unnumbered',
-    help: 'Committed status changes the feed has not numbered yet; -1 when the database could not be read.',
+  const heldBack = new Gauge({
+    name: 'payorch_event_feed_held_back',
+    help: `Committed status changes readers of the feed cannot take yet: an older transaction is still running (up to ${FEED_COUNT_MAX}); -1 when the database could not be read.`,
+    registers,
+  });
+  const oldestSeconds = new Gauge({
+    name: 'payorch_event_feed_oldest_transaction_seconds',
+    help: "How long the oldest transaction that holds a transaction id (this database role's sessions, and prepared transactions) has been open: the feed's readers wait for it.",
     registers,
   });
   const readerLag = new Gauge({
     name: 'payorch_event_feed_reader_lag',
-    help: 'Numbered feed events a background reader (e.g. nats:PAYORCH_EVENTS) has not handled yet.',
+    help: `Feed events a background reader (e.g. nats:PAYORCH_EVENTS) could take and has not handled yet (up to ${FEED_COUNT_MAX}).`,
     labelNames: ['reader'],
     registers,
   });
   return async () => {
     try {
-      const { rows } = await sql.query<{ unnumbered: number; reader: string | null; lag: bigint | null }>(
-        `SELECT (SELECT count(*) FROM event_feed WHERE seq IS NULL)::int AS unnumbered, r.reader, s.last_seq - r.after_seq AS lag
-           FROM event_feed_state s LEFT JOIN event_feed_readers r ON true`,
+      const { rows } = await sql.query<{ held_back: number; oldest_s: number; reader: string | null; lag: number | null }>(
+        `WITH h AS MATERIALIZED (SELECT ${FEED_HORIZON_SQL} AS horizon)
+         SELECT (SELECT count(*) FROM (SELECT 1 FROM event_feed, h WHERE xact >= h.horizon LIMIT $1) held)::int AS held_back,
+                (SELECT coalesce(extract(epoch FROM now() - least(
+                   (SELECT min(xact_start) FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid()),
+                   (SELECT min(prepared) FROM pg_prepared_xacts))), 0))::float8 AS oldest_s,
+                r.reader,
+                (SELECT count(*) FROM (SELECT 1 FROM event_feed, h
+                   WHERE (xact, seq) > (r.after_xact, r.after_seq) AND xact < h.horizon LIMIT $1) lagging)::int AS lag
+           FROM (SELECT 1) one LEFT JOIN event_feed_readers r ON true`,
+        [FEED_COUNT_MAX],
       );
-      unnumbered.set(rows[0]?.unnumbered ?? 0);
+      heldBack.set(rows[0]?.held_back ?? 0);
+      oldestSeconds.set(Math.max(0, rows[0]?.oldest_s ?? 0));
       readerLag.reset();
-      for (const row of rows) if (row.reader !== null && row.lag !== null) readerLag.set({ reader: row.reader }, Number(row.lag));
+      for (const row of rows) if (row.reader !== null && row.lag !== null) readerLag.set({ reader: row.reader }, row.lag);
     } catch {
-      unnumbered.set(-1);
+      heldBack.set(-1);
     }
   };
 }

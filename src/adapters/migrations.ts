@@ -53,10 +53,12 @@ export interface MigrationStatus {
  * advisory lock so that instances starting together do not race; then the SQL function sources
  * (`sql/**.sql`) that changed. Returns what it applied: migration versions, then source names.
  * Throws MigrationChangedError, before applying anything, when an applied migration was edited.
+ * `through`: the last version to apply (a test of an upgrade starts from an older schema).
  */
-export async function migrate(db: Database): Promise<string[]> {
+export async function migrate(db: Database, options: { readonly through?: string } = {}): Promise<string[]> {
   await ensureMigrationsTable(db);
-  const files = await readMigrations();
+  const { through } = options;
+  const files = (await readMigrations()).filter((file) => through === undefined || file.name <= through);
   await db.transaction(async (tx) => {
     await tx.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
     await recordMissingChecksums(tx, files);

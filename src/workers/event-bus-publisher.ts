@@ -1,7 +1,7 @@
 import type { Database } from '../adapters/database.js';
 import type { BusMessage, EventBus } from '../adapters/event-bus.js';
 import type { Logger } from '../adapters/logger.js';
-import { decodeFeedCursor } from '../domain/events/feed-cursor.js';
+import { comparePositions, decodeFeedCursor, FEED_START, type FeedPosition } from '../domain/events/feed-cursor.js';
 import { loadReaderPosition, storeReaderPosition } from '../domain/events/feed-readers.js';
 import { type FeedEvent, feedEventView, readFeed } from '../domain/events/feed.js';
 
@@ -38,7 +38,7 @@ export const EVENT_BUS_BATCH_SIZE_MAX = 500;
 export function createEventBusPublisher(deps: EventBusPublisherDeps): EventBusPublisher {
   const { db, log, settings } = deps;
   let bus: EventBus | null = null;
-  let position: bigint | null = null;
+  let position: FeedPosition | null = null;
 
   const release = async () => {
     const open = bus;
@@ -48,14 +48,14 @@ export function createEventBusPublisher(deps: EventBusPublisherDeps): EventBusPu
   };
 
   /** The stored position, moved up to the stream's newest message when that is ahead of it. */
-  const resume = async (open: EventBus): Promise<bigint> => {
-    const stored = (await loadReaderPosition(db, settings.readerName)) ?? 0n;
+  const resume = async (open: EventBus): Promise<FeedPosition> => {
+    const stored = (await loadReaderPosition(db, settings.readerName)) ?? FEED_START;
     const lastId = await open.lastMessageId();
     const published = lastId === null ? null : decodeFeedCursor(lastId);
-    if (published === null || published <= stored) return stored;
+    if (published === null || comparePositions(published, stored) <= 0) return stored;
     await storeReaderPosition(db, settings.readerName, published);
     log.info(
-      { event: 'event_bus_resumed', stored: stored.toString(), published: published.toString() },
+      { event: 'event_bus_resumed', stored: `${stored.xact}.${stored.seq}`, published: lastId },
       'event bus publisher resumes behind the stream',
     );
     return published;
@@ -72,13 +72,13 @@ export function createEventBusPublisher(deps: EventBusPublisherDeps): EventBusPu
       try {
         bus ??= await deps.connect();
         position ??= await resume(bus);
-        const page = await readFeed(db, { afterSeq: position, limit: settings.batchSizeMax });
+        const page = await readFeed(db, { after: position, limit: settings.batchSizeMax });
         if (page.events.length === 0) return 0;
         const acknowledged = await bus.publish(page.events.map(toMessage));
         const last = page.events[acknowledged - 1];
         if (last !== undefined) {
-          await storeReaderPosition(db, settings.readerName, last.seq);
-          position = last.seq;
+          await storeReaderPosition(db, settings.readerName, last.position);
+          position = last.position;
         }
         return acknowledged;
       } catch (error) {

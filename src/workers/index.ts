@@ -107,7 +107,6 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
     ...metrics,
   });
   const loops = [
-    startLoop('event-feed', config.eventFeedIntervalMs, () => feed.sequence(), log),
     startLoop('event-feed-pruning', EVENT_PRUNE_INTERVAL_MS, () => feed.prune(), log),
     startLoop('psp-worker', config.pspWorkerIntervalMs, () => psp.runOnce(), log),
     startLoop('outbox-worker', config.outboxIntervalMs, () => outbox.runOnce(), log),

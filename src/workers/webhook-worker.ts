@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import type { Database } from '../adapters/database.js';
 import type { Logger } from '../adapters/logger.js';
 import type { WorkerMetrics } from '../adapters/metrics.js';
-import { sequenceFeed } from '../domain/events/feed.js';
 import { webhookSignedHeaders } from '../domain/message-signing.js';
 import {
   acknowledgeDelivery,
@@ -121,8 +120,6 @@ export function createWebhookWorker(deps: WebhookWorkerDeps): WebhookWorker {
 
   return {
     async runOnce() {
-      // Numbers what committed since the feed worker's last step, so a run sees the newest events.
-      await sequenceFeed(db);
       let taken = 0;
       for (const serviceId of await servicesWithWebhooks(db)) {
         taken += await takeFeedPage(db, serviceId, settings.feedPageSizeMax);

@@ -6,9 +6,10 @@ import type { Database } from '../../src/adapters/database.js';
 import { connectEventBus, type EventBusSettings } from '../../src/adapters/event-bus.js';
 import type { Logger } from '../../src/adapters/logger.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
-import { feedEventView, readFeed, sequenceFeed } from '../../src/domain/events/feed.js';
+import { feedEventView, readFeed } from '../../src/domain/events/feed.js';
 import { createEventBusPublisher, type EventBusPublisher } from '../../src/workers/event-bus-publisher.js';
 import { startTestApp, type TestApp } from '../support/app.js';
+import { feedCaughtUp } from '../support/feed.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
 import { createUser, intentBody, topUp } from '../support/payments.js';
 
@@ -66,7 +67,7 @@ describe.runIf(natsUrl !== undefined)('publishing the feed to NATS JetStream', (
   }
 
   async function drain(p: EventBusPublisher): Promise<void> {
-    await sequenceFeed(t.db);
+    await feedCaughtUp(t.db);
     while ((await p.runOnce()) > 0);
   }
 
@@ -98,7 +99,7 @@ describe.runIf(natsUrl !== undefined)('publishing the feed to NATS JetStream', (
     const p = publisher(t.db);
     await drain(p);
     await p.standBy();
-    const feed = await readFeed(t.db, { afterSeq: null, limit: 500 });
+    const feed = await readFeed(t.db, { after: null, limit: 500 });
     expect(feed.events.length).toBe(PAYERS.length * 8);
     expect(await streamed()).toEqual(
       feed.events.map((e) => ({ subject: `${settings.subjectPrefix}.${e.serviceId}`, id: e.cursor, body: feedEventView(e) })),
@@ -121,14 +122,14 @@ describe.runIf(natsUrl !== undefined)('publishing the feed to NATS JetStream', (
     };
     const before = (await streamed()).length;
     const first = publisher(crashing);
-    await sequenceFeed(t.db);
+    await feedCaughtUp(t.db);
     // Published and acknowledged, position not stored: the run reports a failure.
     expect(await first.runOnce()).toBe(0);
     expect((await streamed()).length).toBe(before + 7);
     await first.standBy();
     // The next leader starts from the stored position, behind what the stream already holds.
     await drain(publisher(t.db));
-    const feed = await readFeed(t.db, { afterSeq: null, limit: 500 });
+    const feed = await readFeed(t.db, { after: null, limit: 500 });
     const messages = await streamed();
     expect(messages.map((m) => m.id)).toEqual(feed.events.map((e) => e.cursor));
 

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, openDatabase } from '../../src/adapters/database.js';
 import { readFeed } from '../../src/domain/events/feed.js';
 import { createTestSchema, type TestSchema, testPoolMode } from '../support/database.js';
+import { feedCaughtUp } from '../support/feed.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
 import { buildIfStale, callAsWalletApi, type ServiceProcess, spawnService } from '../support/service-process.js';
 
@@ -126,15 +127,8 @@ describe.runIf(pgUrl !== undefined)('the feed across two processes and a SIGKILL
 
       reading = false;
       await reader;
-      // Read to the end. A read numbers what committed only when no worker's step holds the lock,
-      // so first wait until a step (either kind) has numbered everything that committed.
-      const deadline = Date.now() + SETTLE_MS_MAX;
-      const unnumbered = async () =>
-        (await db.query<{ n: number }>('SELECT count(*)::int AS n FROM event_feed WHERE seq IS NULL')).rows[0]?.n ?? 0;
-      while ((await unnumbered()) > 0) {
-        if (Date.now() > deadline) throw new Error('the feed did not number every committed change');
-        await sleep(50);
-      }
+      // Read to the end, once no transaction still open holds a committed change back.
+      await feedCaughtUp(db, SETTLE_MS_MAX);
       while ((await readOnce()) > 0);
 
       // What committed, from the audit log: each intent's status changes in order.
@@ -154,7 +148,7 @@ describe.runIf(pgUrl !== undefined)('the feed across two processes and a SIGKILL
       await expectLedgerInvariants(db);
 
       if (natsUrl !== undefined) {
-        const feed = await readFeed(db, { afterSeq: null, limit: 500 });
+        const feed = await readFeed(db, { after: null, limit: 500 });
         expect(feed.events.length).toBeLessThan(500);
         const nc = await connect({ servers: natsUrl });
         try {

@@ -1,13 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { decodeFeedCursor, encodeFeedCursor } from '../../src/domain/events/feed-cursor.js';
+import type { Tx } from '../../src/adapters/database.js';
+import { comparePositions, decodeFeedCursor, encodeFeedCursor, type FeedPosition } from '../../src/domain/events/feed-cursor.js';
 import { pruneFeed } from '../../src/domain/events/feed-retention.js';
-import { readFeed, SEQUENCE_STEP_SQL, SEQUENCER_LOCK_SQL, sequenceFeed } from '../../src/domain/events/feed.js';
 import { storeReaderPosition } from '../../src/domain/events/feed-readers.js';
 import { moveIntent } from '../../src/domain/intents/store/intent-writer.js';
 import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { startTestApp, type TestApp } from '../support/app.js';
+import { feedCaughtUp } from '../support/feed.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
 import { createMerchant, createUser, intentBody, topUp } from '../support/payments.js';
 
@@ -51,8 +52,9 @@ async function page(after: string | undefined, options: { service?: string; limi
   return res.json() as { events: WireEvent[]; nextCursor: string };
 }
 
-/** Follows nextCursor until a page comes back empty; answers the events and where it stopped. */
+/** Follows nextCursor until a page comes back empty, once every committed change is readable; answers the events and where it stopped. */
 async function readAll(after: string | undefined, limit = 7): Promise<{ events: WireEvent[]; cursor: string }> {
+  await feedCaughtUp(t.db);
   const events: WireEvent[] = [];
   let cursor = after;
   for (;;) {
@@ -137,9 +139,17 @@ describe('GET /events', () => {
 
   it('refuses a cursor it did not issue or one ahead of the feed with 422, and a bad limit, changing nothing', async () => {
     const end = await endCursor();
-    const endSeq = decodeFeedCursor(end);
-    expect(endSeq).not.toBeNull();
-    for (const after of ['nope', 'ZTAx', encodeFeedCursor(-1n), `${end}=`, encodeFeedCursor((endSeq ?? 0n) + 1000n), 'e'.repeat(201)]) {
+    const endAt = decodeFeedCursor(end) as FeedPosition;
+    expect(endAt).not.toBeNull();
+    const raw = (text: string) => Buffer.from(text).toString('base64url');
+    const refused = [
+      ...['nope', 'ZTAx', raw('e-1'), raw('e01'), raw('e0.5'), raw('e5.'), raw('e5.x'), `${end}=`, 'e'.repeat(201)],
+      // Ahead of the feed: past the horizon, at the horizon but behind an event, past the numbering before migration 020.
+      encodeFeedCursor({ xact: endAt.xact + 1_000_000n, seq: 0n }),
+      encodeFeedCursor({ xact: endAt.xact + 1_000_000n, seq: 1n }),
+      encodeFeedCursor({ xact: 0n, seq: 1_000_000_000n }),
+    ];
+    for (const after of refused) {
       const res = await t.call('GET', `/events?after=${encodeURIComponent(after)}`);
       expect(res.statusCode, after).toBe(422);
       expect(res.json().error).toBe('VALIDATION_ERROR');
@@ -149,7 +159,8 @@ describe('GET /events', () => {
       expect(res.statusCode, limit).toBe(422);
     }
     expect((await t.call('GET', '/events?after=1&extra=1')).statusCode).toBe(422);
-    expect(await endCursor()).toBe(end);
+    // The horizon is the server's and moves with any transaction on it; the feed did not.
+    expect((await readAll(end)).events).toEqual([]);
   });
 
   it('needs a signature', async () => {
@@ -177,7 +188,10 @@ describe('exactly once, in order, under concurrent writers', () => {
         if (holding > 0) readWhileHeld += body.events.length;
         if (body.events.length === 0) {
           if (lastRound) return;
-          if (!writing) lastRound = true;
+          if (!writing) {
+            await feedCaughtUp(t.db);
+            lastRound = true;
+          }
           await sleep(5);
         }
       }
@@ -202,8 +216,8 @@ describe('exactly once, in order, under concurrent writers', () => {
 
     const cursors = seen.map((e) => e.cursor);
     expect(new Set(cursors).size, 'no event twice').toBe(cursors.length);
-    const seqs = cursors.map((c) => decodeFeedCursor(c) as bigint);
-    expect([...seqs].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))).toEqual(seqs);
+    const positions = cursors.map((c) => decodeFeedCursor(c) as FeedPosition);
+    expect([...positions].sort(comparePositions)).toEqual(positions);
     const trails = byIntent(seen);
     for (const intentId of paid) expect(trails.get(intentId), intentId).toEqual(SETTLED_TRAIL);
     for (const intentId of invoices) expect(trails.get(intentId), intentId).toEqual(['>CREATED', 'CREATED>CANCELED']);
@@ -214,71 +228,133 @@ describe('exactly once, in order, under concurrent writers', () => {
   });
 });
 
+async function gauge(name: string): Promise<number> {
+  const text = (await t.app.inject({ method: 'GET', url: '/metrics' })).body;
+  return Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]);
+}
+
 describe('metrics', () => {
-  it('/metrics shows the changes not yet numbered and how far a background reader is behind', async () => {
-    const gauge = async (name: string) => {
-      const text = (await t.app.inject({ method: 'GET', url: '/metrics' })).body;
-      return Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]);
-    };
-    await endCursor();
-    const { rows } = await t.db.query<{ last_seq: bigint }>('SELECT last_seq FROM event_feed_state');
-    await storeReaderPosition(t.db, 'test-reader', (rows[0]?.last_seq ?? 0n) - 3n);
-    expect(await gauge('payorch_event_feed_unnumbered')).toBe(0);
+  it('/metrics shows how far a background reader is behind', async () => {
+    const end = await endCursor();
+    const intentId = await pay(PAYERS[2] as number);
+    const { events } = await readAll(end, 500);
+    expect(events.map((e) => e.intentId)).toEqual([intentId, intentId, intentId, intentId]);
+    await storeReaderPosition(t.db, 'test-reader', decodeFeedCursor((events[0] as WireEvent).cursor) as FeedPosition);
     expect(await gauge('payorch_event_feed_reader_lag\\{reader="test-reader"\\}')).toBe(3);
-    await pay(PAYERS[2] as number);
-    expect(await gauge('payorch_event_feed_unnumbered')).toBe(4);
-    await sequenceFeed(t.db);
-    expect(await gauge('payorch_event_feed_unnumbered')).toBe(0);
-    expect(await gauge('payorch_event_feed_reader_lag\\{reader="test-reader"\\}')).toBe(7);
+    expect(await gauge('payorch_event_feed_held_back')).toBeGreaterThanOrEqual(0);
     await t.db.query(`DELETE FROM event_feed_readers WHERE reader = 'test-reader'`);
   });
 });
 
-describe('the sequencer and pruning', () => {
-  it('numbers nothing twice when steps race, and one step at a time (the other finds the lock taken or nothing left)', async () => {
-    const start = decodeFeedCursor(await endCursor()) as bigint;
-    await Promise.all(PAYERS.slice(0, 5).map((payer) => pay(payer)));
-    const results = await Promise.all([sequenceFeed(t.db), sequenceFeed(t.db), sequenceFeed(t.db)]);
-    expect(results.reduce<number>((sum, n) => sum + (n ?? 0), 0)).toBeLessThanOrEqual(20);
-    const all = await readFeed(t.db, { afterSeq: start, limit: 500 });
-    expect(all.events).toHaveLength(20);
-    expect(all.events.map((e) => e.seq)).toEqual(all.events.map((_, i) => start + 1n + BigInt(i)));
+class RolledBack extends Error {}
+
+/** A transaction on a connection of its own that has taken its transaction id, held open until `end`. */
+async function holdTransaction(): Promise<{ tx: Tx; xid: bigint; end(commit: boolean): Promise<void> }> {
+  let release: (commit: boolean) => void = () => {};
+  const released = new Promise<boolean>((resolve) => {
+    release = resolve;
+  });
+  let opened: (held: { tx: Tx; xid: bigint }) => void = () => {};
+  const open = new Promise<{ tx: Tx; xid: bigint }>((resolve) => {
+    opened = resolve;
+  });
+  const done = t.db
+    .transaction(async (tx) => {
+      const { rows } = await tx.query<{ xid: string }>('SELECT pg_current_xact_id()::text AS xid');
+      opened({ tx, xid: BigInt(rows[0]?.xid ?? '0') });
+      if (!(await released)) throw new RolledBack();
+    })
+    .catch((error: unknown) => {
+      if (!(error instanceof RolledBack)) throw error;
+    });
+  const held = await Promise.race([open, done.then(() => Promise.reject(new Error('the held transaction ended early')))]);
+  return {
+    ...held,
+    async end(commit) {
+      release(commit);
+      await done;
+    },
+  };
+}
+
+const onPostgres = (process.env.DATABASE_URL ?? '').startsWith('postgres');
+
+// PGlite runs one transaction at a time: these need two open at once.
+describe.skipIf(!onPostgres)('transaction ids against commit order, two connections (PostgreSQL)', () => {
+  it('a change committed under a larger xid while a smaller one is open is held back, not skipped; both come once, in xid order', async () => {
+    const [first, second] = await Promise.all([issueInvoice(1_000), issueInvoice(2_000)]);
+    const from = await endCursor();
+    const older = await holdTransaction();
+    const younger = await holdTransaction();
+    expect(younger.xid).toBeGreaterThan(older.xid);
+    await moveIntent(younger.tx, second as string, { from: 'CREATED', to: 'CANCELED', changes: { cancelReason: 'USER_CANCELLED' } });
+    await younger.end(true);
+
+    // Committed, but behind the older transaction still open: a reader must not move past it.
+    const between = await page(from, { limit: 500 });
+    expect(between.events).toEqual([]);
+    expect(comparePositions(decodeFeedCursor(between.nextCursor) as FeedPosition, { xact: older.xid, seq: 0n })).toBeLessThanOrEqual(0);
+
+    await moveIntent(older.tx, first as string, { from: 'CREATED', to: 'CANCELED', changes: { cancelReason: 'USER_CANCELLED' } });
+    await older.end(true);
+    const rest = await readAll(between.nextCursor, 1);
+    expect(rest.events.map((e) => `${e.intentId} ${e.statusTo}`)).toEqual([`${first} CANCELED`, `${second} CANCELED`]);
   });
 
-  it('a step reads only its batch, however large the backlog behind it and however stale the statistics', async () => {
-    const backlog = 20_000;
-    const batch = 500;
-    await t.db.exec('ANALYZE event_feed');
-    const rowsRead = await t.db
-      .transaction(async (tx) => {
-        // A burst the statistics have not seen: the planner still believes nothing waits.
-        await tx.query(
-          `INSERT INTO event_feed (event_id, intent_id, service_id, operation_type, status_to, amount, currency, occurred_at)
-           SELECT 1000000000 + n, gen_random_uuid(), 'wallet-api', 'P2P_TRANSFER', 'SETTLED', 1, 'THB', now()
-             FROM generate_series(1, $1::integer) AS n`,
-          [backlog],
-        );
-        await tx.query(SEQUENCER_LOCK_SQL);
-        const { rows } = await tx.query<{ 'QUERY PLAN': unknown }>(
-          `EXPLAIN (ANALYZE, FORMAT JSON) ${SEQUENCE_STEP_SQL.replace('$1', String(batch))}`,
-        );
-        throw new PlanRead(feedRowsReadByUpdate(rows[0]?.['QUERY PLAN']));
-      })
-      .catch((error: unknown) => {
-        if (error instanceof PlanRead) return error.rows;
-        throw error;
-      });
-    // Before: the whole backlog, each row matched by a scan of the batch; now the batch and the row behind it.
-    expect(rowsRead).toBeLessThanOrEqual(batch + 1);
+  it("one intent changed by two transactions, the later change under the smaller xid: the intent's order is kept", async () => {
+    const invoice = await issueInvoice(3_000);
+    const from = await endCursor();
+    const later = await holdTransaction();
+    const earlier = await holdTransaction();
+    expect(later.xid).toBeLessThan(earlier.xid);
+    await moveIntent(earlier.tx, invoice, { from: 'CREATED', to: 'VALIDATED' });
+    // The later change waits for the earlier one's row lock, as every move of an existing intent does.
+    const locked = later.tx.query<{ status: string }>('SELECT status FROM intents WHERE id = $1 FOR UPDATE', [invoice]);
+    await sleep(50);
+    await earlier.end(true);
+    expect((await locked).rows[0]?.status).toBe('VALIDATED');
+    const failed = await moveIntent(later.tx, invoice, { from: 'VALIDATED', to: 'FAILED', changes: { failureReason: 'TEST_FAILED' } });
+    expect(failed?.status).toBe('FAILED');
+    await later.end(true);
+
+    const { events } = await readAll(from, 1);
+    expect(events.map((e) => `${e.statusFrom}>${e.statusTo}`)).toEqual(['CREATED>VALIDATED', 'VALIDATED>FAILED']);
+    const [validated, failing] = events.map((e) => decodeFeedCursor(e.cursor) as FeedPosition);
+    expect(validated?.xact).toBe(earlier.xid);
+    // Raised from its own, smaller transaction id to the intent's previous row's.
+    expect(failing?.xact).toBe(earlier.xid);
+    // A live stream resuming from the first change gets the second.
+    const resumed = await t.call('GET', `/intents/${invoice}/stream`, { headers: { 'last-event-id': (events[0] as WireEvent).cursor } });
+    expect(resumed.body).toContain(`id: ${(events[1] as WireEvent).cursor}`);
   });
 
+  it('a transaction held open with an xid holds every reader back, skipping nothing, and /metrics shows it', async () => {
+    const from = await endCursor();
+    const open = await holdTransaction();
+    const paid = await pay(PAYERS[3] as number);
+    const held = await page(from, { limit: 500 });
+    expect(held.events).toEqual([]);
+    expect(await gauge('payorch_event_feed_held_back')).toBeGreaterThanOrEqual(4);
+    await sleep(20);
+    expect(await gauge('payorch_event_feed_oldest_transaction_seconds')).toBeGreaterThan(0);
+    const again = await page(held.nextCursor, { limit: 500 });
+    expect(again.events).toEqual([]);
+    await open.end(false);
+    const { events } = await readAll(again.nextCursor, 3);
+    expect(events.map((e) => `${e.intentId} ${e.statusFrom ?? ''}>${e.statusTo}`)).toEqual(SETTLED_TRAIL.map((step) => `${paid} ${step}`));
+  });
+});
+
+describe('pruning', () => {
   it('prunes events past the retention from the start of the feed; a cursor behind them gets 410 CURSOR_EXPIRED', async () => {
     const before = await readAll(undefined, 500);
     const oldest = before.events[0] as WireEvent;
     const fourth = before.events[3] as WireEvent;
+    const fourthAt = decodeFeedCursor(fourth.cursor) as FeedPosition;
     // The first four events age past a 30-day retention.
-    await t.db.query(`UPDATE event_feed SET occurred_at = now() - interval '31 days' WHERE seq <= $1`, [
-      (decodeFeedCursor(fourth.cursor) as bigint).toString(),
+    await t.db.query(`UPDATE event_feed SET occurred_at = now() - interval '31 days' WHERE (xact, seq) <= ($1, $2)`, [
+      fourthAt.xact.toString(),
+      fourthAt.seq.toString(),
     ]);
     expect(await pruneFeed(t.db, { retentionDays: 30, batchSizeMax: 1_000 })).toBe(4);
     expect(await pruneFeed(t.db, { retentionDays: 30, batchSizeMax: 1_000 })).toBe(0);
@@ -292,30 +368,17 @@ describe('the sequencer and pruning', () => {
     const audit = await t.call('GET', `/intents/${oldest.intentId}/events`);
     expect(audit.json().events.length).toBeGreaterThan(0);
   });
+
+  it('stops at the first event still kept, even when older ones follow it', async () => {
+    const before = await readAll(undefined, 500);
+    const second = before.events[1] as WireEvent;
+    const secondAt = decodeFeedCursor(second.cursor) as FeedPosition;
+    await t.db.query(`UPDATE event_feed SET occurred_at = now() - interval '31 days' WHERE (xact, seq) > ($1, $2)`, [
+      secondAt.xact.toString(),
+      secondAt.seq.toString(),
+    ]);
+    expect(await pruneFeed(t.db, { retentionDays: 30, batchSizeMax: 1_000 })).toBe(0);
+    expect((await readAll(undefined, 500)).events.map((e) => e.cursor)).toEqual(before.events.map((e) => e.cursor));
+    await t.db.query(`UPDATE event_feed SET occurred_at = now()`);
+  });
 });
-
-/** Carries a plan's reading out of a transaction that must roll back. */
-class PlanRead extends Error {
-  constructor(readonly rows: number) {
-    super('plan read');
-  }
-}
-
-/** Rows the numbering UPDATE's scans of event_feed returned, over all their loops. */
-function feedRowsReadByUpdate(plan: unknown): number {
-  const root = (typeof plan === 'string' ? JSON.parse(plan) : plan) as Array<{ Plan: PlanNode }>;
-  interface PlanNode {
-    'Node Type': string;
-    'Relation Name'?: string;
-    'Actual Rows': number;
-    'Actual Loops': number;
-    Plans?: PlanNode[];
-  }
-  const nodes = (node: PlanNode): PlanNode[] => [node, ...(node.Plans ?? []).flatMap(nodes)];
-  const update = nodes(root[0]!.Plan).find((n) => n['Node Type'] === 'ModifyTable' && n['Relation Name'] === 'event_feed');
-  expect(update, 'the plan updates event_feed').toBeDefined();
-  return nodes(update!)
-    .slice(1)
-    .filter((n) => n['Relation Name'] === 'event_feed')
-    .reduce((sum, n) => sum + n['Actual Rows'] * n['Actual Loops'], 0);
-}

@@ -1,19 +1,20 @@
 import assert from 'node:assert/strict';
 import Type, { type Static } from 'typebox';
-import type { Database, Sql } from '../../adapters/database.js';
+import type { Sql } from '../../adapters/database.js';
 import type { IntentStatus, OperationType } from '../model.js';
 import { Money, Uuid } from '../wire-types.js';
-import { encodeFeedCursor } from './feed-cursor.js';
+import { comparePositions, encodeFeedCursor, FEED_START, type FeedPosition, laterOf } from './feed-cursor.js';
 
 /**
- * The event feed (docs/EVENTS.md): every status change of every intent, numbered after commit by
- * one sequencer at a time, read by cursor. Rows are written by a trigger on the audit log
- * (migrations/013-event-feed.sql), in the transaction of the change itself.
+ * The event feed (docs/EVENTS.md): every status change of every intent, read by cursor. Rows are
+ * written once, by a trigger on the audit log in the transaction of the change itself, with their
+ * place in the feed fixed then (migrations/020-event-feed-written-once.sql); a reader takes only
+ * the rows below its statement's horizon, the oldest transaction still running.
  */
 
 /** One status change as the feed keeps it; `serviceId` names the intent's service (the NATS subject). */
 export interface FeedEvent {
-  readonly seq: bigint;
+  readonly position: FeedPosition;
   readonly cursor: string;
   readonly serviceId: string;
   readonly intentId: string;
@@ -51,86 +52,40 @@ export function feedEventView(event: FeedEvent): Static<typeof FeedEventView> {
   };
 }
 
-/** Rows one sequencer step numbers at most: one step stays a short transaction behind a burst. */
-export const SEQUENCE_BATCH_SIZE_MAX = 5_000;
-
-/**
- * The lock, and the numbering's join fixed to a merge join for this transaction. The rows waiting
- * to be numbered come and go by the thousand between ANALYZE runs, so the planner often believes
- * there is one; it then nested-looped the whole backlog against the batch, a step took minutes
- * behind a 560,000-row backlog and the backlog only grew (docs/PERFORMANCE.md, Log, 2026-11-26
- * night). Both sides of the merge come in event id order and it stops at the batch's end, so a
- * step costs its batch whatever the backlog and the statistics.
- *
- * Transaction-scoped, so it is released at COMMIT (also through a transaction-pooling PgBouncer)
- * and only after the step's numbers are visible to everyone; scoped to the schema like the
- * outbox's lock, so deployments sharing a server do not wait for each other.
- */
-export const SEQUENCER_LOCK_SQL = `SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema() || '/payorch.event-feed', 0)) AS locked,
-   set_config('enable_nestloop', 'off', true), set_config('enable_hashjoin', 'off', true)`;
-
-/** One numbering step, $1 the most rows it takes; run after SEQUENCER_LOCK_SQL in its transaction. */
-export const SEQUENCE_STEP_SQL = `WITH batch AS MATERIALIZED (
-     SELECT event_id, row_number() OVER (ORDER BY event_id) AS n
-       FROM (SELECT event_id FROM event_feed WHERE seq IS NULL ORDER BY event_id LIMIT $1) oldest
-   ), counter AS (
-     UPDATE event_feed_state SET last_seq = last_seq + (SELECT count(*) FROM batch)
-      WHERE EXISTS (SELECT 1 FROM batch)
-     RETURNING last_seq - (SELECT count(*) FROM batch) AS base
-   ), numbered AS (
-     UPDATE event_feed f SET seq = (SELECT base FROM counter) + batch.n
-       FROM batch
-      WHERE f.event_id = batch.event_id AND f.seq IS NULL
-     RETURNING f.seq
-   )
-   SELECT (SELECT count(*) FROM numbered) AS numbered, (SELECT count(*) FROM batch) AS taken`;
-
-/**
- * Numbers the rows that committed since the last step, in event id order, continuing the one
- * counter. Only one step runs at a time (the lock); its snapshot is taken after the lock, so it
- * sees every number given before. Answers how many rows it numbered, or null when another step
- * holds the lock (that one numbers them).
- */
-export async function sequenceFeed(db: Database, batchSizeMax: number = SEQUENCE_BATCH_SIZE_MAX): Promise<number | null> {
-  assert.ok(Number.isInteger(batchSizeMax) && batchSizeMax > 0, 'batchSizeMax must be a positive integer');
-  return db.transaction(async (tx) => {
-    const { rows: lock } = await tx.query<{ locked: boolean }>(SEQUENCER_LOCK_SQL);
-    if (lock[0]?.locked !== true) return null;
-    // A separate statement from the lock: in READ COMMITTED each statement takes a new snapshot,
-    // and this one must be taken after the previous step's COMMIT.
-    const { rows } = await tx.query<{ numbered: bigint }>(SEQUENCE_STEP_SQL, [batchSizeMax]);
-    const row = rows[0] as { numbered: bigint; taken: bigint } | undefined;
-    assert.ok(row !== undefined, 'the sequencer statement answers one row');
-    // Under the lock nothing else numbers rows, and pruning only removes numbered ones.
-    assert.equal(row.numbered, row.taken, 'every unsequenced row the step took was numbered');
-    return Number(row.numbered);
-  });
-}
-
 export interface FeedPage {
   readonly events: FeedEvent[];
-  /** Where the reader goes on from: the last event's seq, or the feed's end when the page is not full. */
-  readonly nextSeq: bigint;
-  /** The highest seq given so far, in the same snapshot as the page. */
-  readonly lastSeq: bigint;
-  /** Every event with seq <= this was pruned: a reader behind it has missed events. */
-  readonly prunedThroughSeq: bigint;
+  /** Where the reader goes on from: the last event's place, or the horizon when the page is not full. */
+  readonly next: FeedPosition;
+  /**
+   * The oldest transaction id still running when the page was read (its statement's snapshot):
+   * every row below it is final, every row that commits later is at or above it.
+   */
+  readonly horizon: bigint;
+  /** The end of the numbering before migration 020: a cursor (0, n) above it was never issued. */
+  readonly numberedThroughSeq: bigint;
+  /** Every event at or before this place was pruned: a reader behind it has missed events. */
+  readonly prunedThrough: FeedPosition;
 }
 
 export interface FeedQuery {
   /** Absent: every service's events (background readers). */
   readonly serviceId?: string;
-  /** The seq of the last event already read; null: from the oldest kept. */
-  readonly afterSeq: bigint | null;
+  /** The place of the last event already read; null: from the oldest kept. */
+  readonly after: FeedPosition | null;
   readonly limit: number;
 }
 
-const FEED_COLUMNS = `seq, service_id, intent_id, operation_type, status_from, status_to, amount, currency, occurred_at`;
-// Two texts rather than one with `$1 IS NULL OR service_id = $1`: a generic plan of that would not use the service's index.
-const SERVICE_PAGE_SQL = `SELECT ${FEED_COLUMNS} FROM event_feed WHERE service_id = $3 AND seq > $1 ORDER BY seq LIMIT $2`;
-const ALL_PAGE_SQL = `SELECT ${FEED_COLUMNS} FROM event_feed WHERE seq > $1 ORDER BY seq LIMIT $2`;
+/** The oldest transaction id still running in this statement's snapshot (docs/EVENTS.md). */
+export const FEED_HORIZON_SQL = 'pg_snapshot_xmin(pg_current_snapshot())::text::bigint';
+
+const FEED_COLUMNS = `xact, seq, service_id, intent_id, operation_type, status_from, status_to, amount, currency, occurred_at`;
+// Two texts rather than one with `$4 IS NULL OR service_id = $4`: a generic plan of that would not use the service's index.
+const AFTER_AND_BELOW = `(xact, seq) > ($1, $2) AND xact < h.horizon ORDER BY xact, seq LIMIT $3`;
+const SERVICE_PAGE_SQL = `SELECT ${FEED_COLUMNS} FROM event_feed WHERE service_id = $4 AND ${AFTER_AND_BELOW}`;
+const ALL_PAGE_SQL = `SELECT ${FEED_COLUMNS} FROM event_feed WHERE ${AFTER_AND_BELOW}`;
 
 interface FeedRow {
+  xact: bigint | null;
   seq: bigint | null;
   service_id: string;
   intent_id: string;
@@ -140,41 +95,66 @@ interface FeedRow {
   amount: bigint;
   currency: string;
   occurred_at: Date;
-  last_seq: bigint;
-  pruned_through_seq: bigint;
 }
 
 /**
- * One page of numbered events after `afterSeq`, in seq order. The page, the counter and the
- * pruning mark come from one statement, so one snapshot: when the page is not full, every event
- * numbered up to `lastSeq` is in it or before the cursor, and `nextSeq` may move on to `lastSeq`
- * (a reader of a quiet service keeps its cursor near the end, clear of pruning).
+ * One page of the events after `after` that are below the horizon, in feed order. The page, the
+ * horizon and the pruning mark come from one statement, so one snapshot: every row below the
+ * horizon has committed (and is in this snapshot) or never will, and every row that commits later
+ * is at or above it. So when the page is not full, the reader has every event before
+ * `(horizon, 0)` and may move on to it (a reader of a quiet service keeps its cursor near the
+ * end, clear of pruning); the rows at or above it come on a later page.
  */
 export async function readFeed(sql: Sql, query: FeedQuery): Promise<FeedPage> {
   assert.ok(Number.isInteger(query.limit) && query.limit > 0, 'limit must be a positive integer');
-  const params: unknown[] = [(query.afterSeq ?? 0n).toString(), query.limit];
+  const after = query.after ?? FEED_START;
+  const params: unknown[] = [after.xact.toString(), after.seq.toString(), query.limit];
   if (query.serviceId !== undefined) params.push(query.serviceId);
-  const { rows } = await sql.query<FeedRow>(
-    `SELECT s.last_seq, s.pruned_through_seq, page.*
-       FROM event_feed_state s
-       LEFT JOIN (${query.serviceId === undefined ? ALL_PAGE_SQL : SERVICE_PAGE_SQL}) page ON true
-      ORDER BY page.seq`,
+  const { rows } = await sql.query<
+    FeedRow & { horizon: bigint; last_seq: bigint; pruned_through_xact: bigint; pruned_through_seq: bigint }
+  >(
+    `SELECT h.horizon, s.last_seq, s.pruned_through_xact, s.pruned_through_seq, page.*
+       FROM (SELECT ${FEED_HORIZON_SQL} AS horizon) h
+      CROSS JOIN event_feed_state s
+       LEFT JOIN LATERAL (${query.serviceId === undefined ? ALL_PAGE_SQL : SERVICE_PAGE_SQL}) page ON true
+      ORDER BY page.xact, page.seq`,
     params,
   );
   const first = rows[0];
   assert.ok(first !== undefined, 'event_feed_state has its one row');
   const events = rows.filter((row) => row.seq !== null).map(toFeedEvent);
   const last = events.at(-1);
-  const after = query.afterSeq ?? 0n;
-  const nextSeq = last !== undefined && events.length === query.limit ? last.seq : maxOf(after, first.last_seq);
-  return { events, nextSeq, lastSeq: first.last_seq, prunedThroughSeq: first.pruned_through_seq };
+  const next = last !== undefined && events.length === query.limit ? last.position : laterOf(after, { xact: first.horizon, seq: 0n });
+  return {
+    events,
+    next,
+    horizon: first.horizon,
+    numberedThroughSeq: first.last_seq,
+    prunedThrough: { xact: first.pruned_through_xact, seq: first.pruned_through_seq },
+  };
+}
+
+/**
+ * Whether a page's reader could have been given `cursor`: no cursor is ever above the horizon it
+ * was read at (an event's place is below it, a short page's end is `(horizon, 0)`), and horizons
+ * only grow; before migration 020, no seq above the numbering's end.
+ */
+export function cursorIssuedBefore(cursor: FeedPosition, page: FeedPage): boolean {
+  if (cursor.xact === 0n) return cursor.seq <= page.numberedThroughSeq;
+  return comparePositions(cursor, { xact: page.horizon, seq: 0n }) <= 0;
+}
+
+/** Whether events right after `cursor` were pruned (410 CURSOR_EXPIRED). */
+export function cursorPruned(cursor: FeedPosition, page: FeedPage): boolean {
+  return comparePositions(cursor, page.prunedThrough) < 0;
 }
 
 function toFeedEvent(row: FeedRow): FeedEvent {
-  assert.ok(row.seq !== null);
+  assert.ok(row.seq !== null && row.xact !== null);
+  const position = { xact: row.xact, seq: row.seq };
   return {
-    seq: row.seq,
-    cursor: encodeFeedCursor(row.seq),
+    position,
+    cursor: encodeFeedCursor(position),
     serviceId: row.service_id,
     intentId: row.intent_id,
     operationType: row.operation_type,
@@ -186,20 +166,21 @@ function toFeedEvent(row: FeedRow): FeedEvent {
   };
 }
 
-const maxOf = (a: bigint, b: bigint) => (a > b ? a : b);
-
 /**
- * One intent's numbered events after `afterSeq` (null: all of them kept), in order; for a live
- * stream that resumes from a cursor. Scoped to the service, so a cursor names nothing of another
- * tenant's.
+ * One intent's events after `after` (null: all of them kept), in order; for a live stream that
+ * resumes from a cursor. Scoped to the service, so a cursor names nothing of another tenant's.
+ * No horizon: one intent's committed rows are always a prefix of its changes in feed order (a
+ * change waits for the previous one's commit and is placed after it, docs/EVENTS.md), so a
+ * later one never lands before a place already read.
  */
 export async function readIntentFeed(
   sql: Sql,
-  query: { readonly serviceId: string; readonly intentId: string; readonly afterSeq: bigint | null },
+  query: { readonly serviceId: string; readonly intentId: string; readonly after: FeedPosition | null },
 ): Promise<FeedEvent[]> {
+  const after = query.after ?? FEED_START;
   const { rows } = await sql.query<FeedRow>(
-    `SELECT ${FEED_COLUMNS} FROM event_feed WHERE intent_id = $1 AND service_id = $2 AND seq > $3 ORDER BY seq LIMIT $4`,
-    [query.intentId, query.serviceId, (query.afterSeq ?? 0n).toString(), INTENT_EVENTS_MAX],
+    `SELECT ${FEED_COLUMNS} FROM event_feed WHERE intent_id = $1 AND service_id = $2 AND (xact, seq) > ($3, $4) ORDER BY xact, seq LIMIT $5`,
+    [query.intentId, query.serviceId, after.xact.toString(), after.seq.toString(), INTENT_EVENTS_MAX],
   );
   return rows.map(toFeedEvent);
 }

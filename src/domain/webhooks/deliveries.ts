@@ -25,11 +25,11 @@ export async function takeFeedPage(db: Database, serviceId: string, pageSizeMax:
     const [cursorRow] = rows;
     if (cursorRow === undefined) return 0;
     const stored = cursorRow.feed_cursor;
-    const afterSeq = stored === null ? null : decodeFeedCursor(stored);
-    if (stored !== null && afterSeq === null) throw new Error(`stored webhook cursor of ${serviceId} is not a feed cursor`);
-    const page = await readFeed(tx, { serviceId, afterSeq, limit: pageSizeMax });
+    const after = stored === null ? null : decodeFeedCursor(stored);
+    if (stored !== null && after === null) throw new Error(`stored webhook cursor of ${serviceId} is not a feed cursor`);
+    const page = await readFeed(tx, { serviceId, after, limit: pageSizeMax });
     // The feed's next position may move past a quiet stretch of other services' events.
-    const nextCursor = encodeFeedCursor(page.nextSeq);
+    const nextCursor = encodeFeedCursor(page.next);
     if (nextCursor === cursorRow.feed_cursor) return 0;
     if (page.events.length > 0) await insertDeliveries(tx, serviceId, page.events.map(feedEventView));
     const moved = await tx.query('UPDATE webhook_cursors SET feed_cursor = $2, updated_at = now() WHERE service_id = $1', [

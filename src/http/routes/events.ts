@@ -2,7 +2,7 @@ import Type from 'typebox';
 import type { Database } from '../../adapters/database.js';
 import { apiError } from '../../domain/errors.js';
 import { decodeFeedCursor, encodeFeedCursor } from '../../domain/events/feed-cursor.js';
-import { FeedEventView, feedEventView, readFeed, sequenceFeed } from '../../domain/events/feed.js';
+import { cursorIssuedBefore, cursorPruned, FeedEventView, feedEventView, readFeed } from '../../domain/events/feed.js';
 import type { App } from '../typed-app.js';
 import { responses } from '../schemas.js';
 
@@ -45,17 +45,15 @@ export function eventRoutes(app: App, deps: { readonly db: Database }): void {
     },
     async (request) => {
       const { after, limit } = request.query;
-      const afterSeq = after === undefined ? null : decodeFeedCursor(after);
-      if (afterSeq === null && after !== undefined) throw apiError('VALIDATION_ERROR', 'querystring.after: not a cursor this feed issued');
-      // Numbers what committed since the last step, so a reader never waits for the worker's
-      // tick; when another step holds the lock, that one is doing it.
-      await sequenceFeed(deps.db);
-      const page = await readFeed(deps.db, { serviceId: request.caller.serviceId, afterSeq, limit });
-      if (afterSeq !== null && afterSeq > page.lastSeq)
+      const afterPosition = after === undefined ? null : decodeFeedCursor(after);
+      if (afterPosition === null && after !== undefined)
         throw apiError('VALIDATION_ERROR', 'querystring.after: not a cursor this feed issued');
-      if (afterSeq !== null && afterSeq < page.prunedThroughSeq)
+      const page = await readFeed(deps.db, { serviceId: request.caller.serviceId, after: afterPosition, limit });
+      if (afterPosition !== null && !cursorIssuedBefore(afterPosition, page))
+        throw apiError('VALIDATION_ERROR', 'querystring.after: not a cursor this feed issued');
+      if (afterPosition !== null && cursorPruned(afterPosition, page))
         throw apiError('CURSOR_EXPIRED', 'the events after this cursor are past the retention and were pruned; read again without after');
-      return { events: page.events.map(feedEventView), nextCursor: encodeFeedCursor(page.nextSeq) };
+      return { events: page.events.map(feedEventView), nextCursor: encodeFeedCursor(page.next) };
     },
   );
 }

@@ -6,8 +6,8 @@ import type { Broker } from '../../adapters/broker.js';
 import type { Database } from '../../adapters/database.js';
 import { apiError } from '../../domain/errors.js';
 import { findOwnIntent, type Intent } from '../../domain/intents/store/intent-store.js';
-import { decodeFeedCursor } from '../../domain/events/feed-cursor.js';
-import { type FeedEvent, readIntentFeed, sequenceFeed } from '../../domain/events/feed.js';
+import { comparePositions, decodeFeedCursor, FEED_START, type FeedPosition } from '../../domain/events/feed-cursor.js';
+import { type FeedEvent, readIntentFeed } from '../../domain/events/feed.js';
 import { intentChannel } from '../../domain/intents/store/status-publisher.js';
 import { FINAL_STATUSES, type IntentStatus } from '../../domain/model.js';
 import { isIntentStatus } from '../../domain/intents/store/state-machine.js';
@@ -159,16 +159,14 @@ export function intentStreamRoutes(app: App, deps: IntentStreamDeps): void {
    * The intent's feed events after the client's Last-Event-ID (resuming), or its newest one (a new
    * stream: its cursor becomes the first event's id when it is the current status).
    */
-  async function feedEvents(serviceId: string, intentId: string, resumeAfter: bigint | null): Promise<FeedEvent[]> {
-    // What committed just now is numbered before the read, as GET /events does.
-    await sequenceFeed(deps.db);
-    const events = await readIntentFeed(deps.db, { serviceId, intentId, afterSeq: resumeAfter });
+  async function feedEvents(serviceId: string, intentId: string, resumeAfter: FeedPosition | null): Promise<FeedEvent[]> {
+    const events = await readIntentFeed(deps.db, { serviceId, intentId, after: resumeAfter });
     return resumeAfter === null ? events.slice(-1) : events;
   }
 
   async function streamIntent(
     id: string,
-    resumeAfter: bigint | null,
+    resumeAfter: FeedPosition | null,
     request: FastifyRequest,
     reply: FastifyReply,
     release: () => void,
@@ -214,8 +212,8 @@ export function intentStreamRoutes(app: App, deps: IntentStreamDeps): void {
     open.add(stream.end);
     deps.openStreams?.inc();
 
-    const statusStream = new StatusStream(stream, (afterSeq) =>
-      feedEvents(request.caller.serviceId, id, afterSeq ?? 0n).catch((error: unknown) => {
+    const statusStream = new StatusStream(stream, (after) =>
+      feedEvents(request.caller.serviceId, id, after ?? FEED_START).catch((error: unknown) => {
         request.log.warn({ err: error, traceId: id }, 'feed read for a live stream failed; the live message goes without an id');
         return [];
       }),
@@ -226,7 +224,7 @@ export function intentStreamRoutes(app: App, deps: IntentStreamDeps): void {
       { intentId: id, status: current.status, updatedAt: current.updatedAt.toISOString() },
       resumeAfter === null ? newest : undefined,
     );
-    statusStream.skipTo(newest?.seq ?? resumeAfter);
+    statusStream.skipTo(newest?.position ?? resumeAfter);
     deliver = (message) => statusStream.cue(message);
     for (const message of queued.splice(0)) deliver(message);
     return reply;
@@ -241,12 +239,12 @@ export function intentStreamRoutes(app: App, deps: IntentStreamDeps): void {
  */
 class StatusStream {
   private lastRank = -1;
-  private lastSeq: bigint | null = null;
+  private last: FeedPosition | null = null;
   private cues: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly stream: OpenStream,
-    private readonly readFeedAfter: (afterSeq: bigint | null) => Promise<FeedEvent[]>,
+    private readonly readFeedAfter: (after: FeedPosition | null) => Promise<FeedEvent[]>,
   ) {}
 
   /** `event`: the feed event of this status, whose cursor becomes the SSE id when it is this status. */
@@ -260,19 +258,19 @@ class StatusStream {
   sendFeed(events: readonly FeedEvent[]): void {
     for (const event of events) {
       this.send({ intentId: event.intentId, status: event.statusTo, updatedAt: event.occurredAt.toISOString() }, event);
-      this.skipTo(event.seq);
+      this.skipTo(event.position);
     }
   }
 
-  skipTo(seq: bigint | null): void {
-    if (seq !== null && (this.lastSeq === null || seq > this.lastSeq)) this.lastSeq = seq;
+  skipTo(position: FeedPosition | null): void {
+    if (position !== null && (this.last === null || comparePositions(position, this.last) > 0)) this.last = position;
   }
 
   /** One at a time, in arrival order: each reads the feed after what the previous one sent. */
   cue(message: StatusMessage): void {
     this.cues = this.cues.then(async () => {
       if (this.stream.ended) return;
-      this.sendFeed(await this.readFeedAfter(this.lastSeq));
+      this.sendFeed(await this.readFeedAfter(this.last));
       this.send(message);
     });
   }
