@@ -6,7 +6,7 @@
 //
 // node bench/load.js '<json options>'  → one JSON line on stdout.
 import { createHash, createHmac, randomUUID } from 'node:crypto';
-import { performance } from 'node:perf_hooks';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
 import { ledgerAccountId } from '../dist/ledger/account-id.js';
 
@@ -48,7 +48,12 @@ import { ledgerAccountId } from '../dist/ledger/account-id.js';
  * @property {number} throughputPerS
  * @property {Record<string, number>} errors
  * @property {Latencies} latencyMs
+ * @property {{ dueAt: string, ms: number }[]} slowest the slowest requests, by the time they were due
+ * @property {{ p99: number, max: number }} generatorEventLoopDelayMs the generator's own loop's delay over the measured window
  */
+
+/** The slowest requests reported with their due times, to be matched with the server's and the machine's records. */
+const SLOWEST_REPORTED = 10;
 
 /** @type {LoadOptions} */
 const opts = JSON.parse(process.argv[2] ?? '{}');
@@ -210,6 +215,12 @@ async function work(u, n) {
 
 /** @type {number[]} */
 const latenciesMs = [];
+/** Each measured request's due time (ms since the epoch) and latency, for the slowest's timestamps. */
+/** @type {{ dueAtMs: number, ms: number }[]} */
+const timed = [];
+// The generator shares the machine's two cores: a stall of its own loop delays the requests it
+// sends, and is counted in their latency (from their due time), so it is reported beside them.
+const generatorDelay = monitorEventLoopDelay({ resolution: 5 });
 /** @type {Record<string, number>} */
 const errors = {};
 let measuredOk = 0;
@@ -217,6 +228,8 @@ let sent = 0;
 const start = performance.now();
 const warmEnd = start + warmupS * 1000;
 const end = warmEnd + durationS * 1000;
+generatorDelay.enable();
+setTimeout(() => generatorDelay.reset(), warmupS * 1000).unref();
 
 /**
  * @param {number} dueAt
@@ -229,6 +242,7 @@ function record(dueAt, error) {
   else {
     measuredOk++;
     latenciesMs.push(doneAt - dueAt);
+    timed.push({ dueAtMs: performance.timeOrigin + dueAt, ms: doneAt - dueAt });
   }
 }
 
@@ -284,6 +298,14 @@ const pct = (sorted, p) => (sorted.length === 0 ? null : sorted[Math.min(sorted.
 await (mode === 'closed' ? closedLoop() : openLoop());
 const elapsedS = (performance.now() - warmEnd) / 1000;
 latenciesMs.sort((a, b) => a - b);
+generatorDelay.disable();
+/** Milliseconds from the histogram's nanoseconds. */
+/** @param {number} ns */
+const ms = (ns) => Math.round(ns / 1e4) / 100;
+const slowest = timed
+  .sort((a, b) => b.ms - a.ms)
+  .slice(0, SLOWEST_REPORTED)
+  .map((x) => ({ dueAt: new Date(x.dueAtMs).toISOString(), ms: Math.round(x.ms * 10) / 10 }));
 /** @param {number | null | undefined} x */
 const round = (x) => (x === null || x === undefined ? null : Math.round(x * 100) / 100);
 process.stdout.write(
@@ -304,6 +326,8 @@ process.stdout.write(
       p999: round(pct(latenciesMs, 99.9)),
       max: round(latenciesMs.at(-1) ?? null),
     },
+    slowest,
+    generatorEventLoopDelayMs: { p99: ms(generatorDelay.percentile(99)), max: ms(generatorDelay.max) },
   })}\n`,
 );
 await pool.close();

@@ -41,7 +41,7 @@ import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
  * @typedef {object} PostgresResults
  * @property {LoadResult[]} [p2pSaturation]
  * @property {number} [p2pSaturatedPerS]
- * @property {LoadResult[]} [p2pLatency]
+ * @property {StallMeasuredLoad[]} [p2pLatency]
  * @property {CpuMeasuredLoad[]} [invoiceSaturationByConcurrency]
  * @property {CpuMeasuredLoad} [invoiceSaturation] the fastest of invoiceSaturationByConcurrency
  * @property {LoadResult[]} [invoiceLatency]
@@ -278,7 +278,8 @@ function cpuUsedS(before, after) {
   return used;
 }
 
-/** @typedef {{ reading: number, allocatedBytes: number, scavenges: number, scavengeMs: number, markCompacts: number, markCompactMs: number, liveBytesAfterMarkCompact: number | null }} HeapTotals */
+/** @typedef {{ reading: number, allocatedBytes: number, scavenges: number, scavengeMs: number, markCompacts: number, markCompactMs: number, eventLoopDelayMs: { p99: number, max: number }, gcPauses: { at: string, kind: number, ms: number }[], liveBytesAfterMarkCompact: number | null }} HeapTotals */
+/** @typedef {LoadResult & { server: { eventLoopDelayMs: HeapTotals['eventLoopDelayMs'], gcPauses: HeapTotals['gcPauses'] } | null, machineCpu: ReturnType<typeof machineCpuUsed> }} StallMeasuredLoad */
 /** How long a reading of the heap probe may take: 250 polls of 20 ms (a saturated process answers the signal late). */
 const HEAP_READ_POLLS_MAX = 250;
 
@@ -348,6 +349,60 @@ async function walPerIntent(probe, from, to, settledIntents) {
   } catch {
     return null;
   }
+}
+
+/**
+ * A load phase with what the server's event loop did over its measured window (bench/heap-probe.js):
+ * its delay and the collector's long pauses with their times, to set beside the slowest requests.
+ * @param {{ heap: () => Promise<HeapTotals | null> }} server
+ * @param {LoadOptions} options
+ * @returns {Promise<StallMeasuredLoad>}
+ */
+async function withServerStalls(server, options) {
+  const load = runJson('load.js', options);
+  await sleep((options.warmupS ?? 3) * 1000);
+  // The first reading starts the window: the probe's figures run from one reading to the next.
+  await server.heap();
+  const machineBefore = machineCpu();
+  const result = await load;
+  const machineAfter = machineCpu();
+  const after = await server.heap();
+  return {
+    ...result,
+    server: after === null ? null : { eventLoopDelayMs: after.eventLoopDelayMs, gcPauses: after.gcPauses },
+    machineCpu: machineCpuUsed(machineBefore, machineAfter),
+  };
+}
+
+/**
+ * The machine's CPU counters: jiffies busy and in all (/proc/stat), and the microseconds some
+ * task waited for a core (/proc/pressure/cpu, null where the kernel has no pressure counters).
+ */
+function machineCpu() {
+  const jiffies = readFileSync('/proc/stat', 'utf8').split('\n')[0]?.trim().split(/\s+/).slice(1).map(Number) ?? [];
+  const total = jiffies.reduce((a, b) => a + b, 0);
+  // idle and iowait are the 4th and 5th.
+  const idle = (jiffies[3] ?? 0) + (jiffies[4] ?? 0);
+  /** @type {number | null} */
+  let waitedUs = null;
+  try {
+    waitedUs = Number(/^some .*total=(\d+)/m.exec(readFileSync('/proc/pressure/cpu', 'utf8'))?.[1] ?? Number.NaN);
+  } catch {}
+  return { atMs: Date.now(), busy: total - idle, total, waitedUs };
+}
+
+/**
+ * How busy the whole machine was over a window, every process included: a latency phase on a
+ * machine busier than its own load explains stalls that no change of the code would.
+ * @param {ReturnType<typeof machineCpu>} before
+ * @param {ReturnType<typeof machineCpu>} after
+ */
+function machineCpuUsed(before, after) {
+  const waitedUs = before.waitedUs === null || after.waitedUs === null ? null : after.waitedUs - before.waitedUs;
+  return {
+    busyFraction: Math.round(((after.busy - before.busy) / Math.max(1, after.total - before.total)) * 100) / 100,
+    waitingForCpuPct: waitedUs === null || Number.isNaN(waitedUs) ? null : Math.round(waitedUs / 10 / (after.atMs - before.atMs)),
+  };
 }
 
 /**
@@ -531,8 +586,17 @@ async function main() {
       log('P2P latency at fixed rates');
       pgr.p2pLatency = [];
       for (const rate of OFFERED_RATES)
-        pgr.p2pLatency.push(await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'open', rate }));
+        pgr.p2pLatency.push(await withServerStalls(server, { ...base, url: server.url, kind: 'p2p', mode: 'open', rate }));
       log('P2P p99 at', OFFERED_RATES.join(' / '), '/s:', pgr.p2pLatency.map((x) => x.latencyMs.p99).join(' / '), 'ms');
+      for (const x of pgr.p2pLatency)
+        log(
+          `  at ${x.offeredPerS}/s: slowest ${x.slowest
+            ?.slice(0, 3)
+            .map((r) => `${r.ms} ms due ${r.dueAt.slice(11)}`)
+            .join(', ')};`,
+          `loop delay max: server ${x.server?.eventLoopDelayMs.max}, generator ${x.generatorEventLoopDelayMs?.max} ms;`,
+          `machine ${x.machineCpu.busyFraction} busy, some task waiting for a core ${x.machineCpu.waitingForCpuPct} % of the time`,
+        );
     }
 
     // The same in-flight levels as P2P's, the best reported: a pair holds one request in flight at a
