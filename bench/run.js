@@ -1,4 +1,4 @@
-// npm run bench [-- --soak-s 600 --phase-s 20 --skip-pglite --profile --only p2p,floors]
+// npm run bench [-- --soak-s 600 --phase-s 20 --skip-pglite --profile --only p2p,floors --help]
 //
 // --only runs some sections (p2p, latency, invoice, invoice-rates, floors, floor-batch, hot-payee,
 // cpu, policies, stored, soak, pglite; docs/PERFORMANCE.md, How to run) for a
@@ -90,6 +90,19 @@ import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const args = parseArgs(process.argv.slice(2));
+const OPTIONS = ['soak-s', 'phase-s', 'skip-pglite', 'profile', 'only', 'help'];
+// An option not known here ran a full bench on the shared database name before: --help among them.
+const unknownOptions = Object.keys(args).filter((name) => !OPTIONS.includes(name));
+if (args.help || unknownOptions.length > 0) {
+  const usage = readFileSync(fileURLToPath(import.meta.url), 'utf8')
+    .split('\nimport ')[0]
+    ?.replaceAll(/^\/\/ ?/gm, '');
+  if (unknownOptions.length > 0) console.error(`unknown option: --${unknownOptions.join(', --')}\n`);
+  console.error(
+    `${usage}\nEnvironment: BENCH_DB (the database's name, dropped first; one per concurrent bench), BENCH_PG_URL,\nBENCH_NODE_FLAGS (node options for payorch's process only).`,
+  );
+  process.exit(args.help && unknownOptions.length === 0 ? 0 : 2);
+}
 const SOAK_S = Number(args['soak-s'] ?? 600);
 const PHASE_S = Number(args['phase-s'] ?? 20);
 const PG_ADMIN_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -369,7 +382,9 @@ async function startPayorch(env, label) {
   const profileDir = join(root, 'bench', 'results', 'profiles', `${label}-${Date.now()}`);
   const cpuProfile = args.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [];
   const heapProbeFile = join(mkdtempSync(join(tmpdir(), 'payorch-bench-heap-')), 'totals.json');
-  const nodeArgs = [...cpuProfile, '--import', join(root, 'bench', 'heap-probe.js')];
+  // BENCH_NODE_FLAGS: V8 options for payorch alone (not the load generator), for an A/B of one.
+  const nodeFlags = (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean);
+  const nodeArgs = [...cpuProfile, ...nodeFlags, '--import', join(root, 'bench', 'heap-probe.js')];
   const child = spawn(process.execPath, [...nodeArgs, join(root, 'bin', 'payorch.js'), 'serve'], {
     env: {
       ...process.env,
