@@ -113,6 +113,9 @@ if (args.help) {
       .map((line) => line.replace(/^\/\/ ?/, ''))
       .join('\n'),
   );
+  console.log(
+    "Environment: BENCH_DB (the database's name, dropped first; one per concurrent bench), BENCH_PG_URL,\nBENCH_NODE_FLAGS (node options for payorch's process only).",
+  );
   process.exit(0);
 }
 const SOAK_S = Number(args['soak-s'] ?? 600);
@@ -457,7 +460,9 @@ async function startPayorch(env, label) {
   const profileDir = join(root, 'bench', 'results', 'profiles', `${label}-${Date.now()}`);
   const cpuProfile = args.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [];
   const heapProbeFile = join(mkdtempSync(join(tmpdir(), 'payorch-bench-heap-')), 'totals.json');
-  const nodeArgs = [...cpuProfile, '--import', join(root, 'bench', 'heap-probe.js')];
+  // BENCH_NODE_FLAGS: V8 options for payorch alone (not the load generator), for an A/B of one.
+  const nodeFlags = (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean);
+  const nodeArgs = [...cpuProfile, ...nodeFlags, '--import', join(root, 'bench', 'heap-probe.js')];
   const child = spawn(process.execPath, [...nodeArgs, join(root, 'bin', 'payorch.js'), 'serve'], {
     env: {
       ...process.env,
