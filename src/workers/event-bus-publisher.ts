@@ -1,7 +1,7 @@
 import type { Database } from '../adapters/database.js';
 import type { BusMessage, EventBus } from '../adapters/event-bus.js';
 import type { Logger } from '../adapters/logger.js';
-import { comparePositions, decodeFeedCursor, FEED_START, type FeedPosition } from '../domain/events/feed-cursor.js';
+import { comparePositions, decodeFeedCursor, encodeFeedCursor, FEED_START, type FeedPosition } from '../domain/events/feed-cursor.js';
 import { loadReaderPosition, storeReaderPosition } from '../domain/events/feed-readers.js';
 import { type FeedEvent, feedEventView, readFeed } from '../domain/events/feed.js';
 
@@ -55,7 +55,7 @@ export function createEventBusPublisher(deps: EventBusPublisherDeps): EventBusPu
     if (published === null || comparePositions(published, stored) <= 0) return stored;
     await storeReaderPosition(db, settings.readerName, published);
     log.info(
-      { event: 'event_bus_resumed', stored: `${stored.xact}.${stored.seq}`, published: lastId },
+      { event: 'event_bus_resumed', stored: encodeFeedCursor(stored), published: lastId },
       'event bus publisher resumes behind the stream',
     );
     return published;
