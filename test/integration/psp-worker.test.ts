@@ -6,6 +6,7 @@ import { StatusPublisher } from '../../src/domain/intents/store/status-publisher
 import { createOutboxWorker, OUTBOX_DEFAULTS, type OutboxWorker } from '../../src/workers/outbox-worker.js';
 import { createPspWorker, type PspWorker } from '../../src/workers/psp-worker.js';
 import { demoConfigFile, startTestApp, type TestApp } from '../support/app.js';
+import { feedCaughtUp } from '../support/feed.js';
 import { balanceOf, expectLedgerInvariants } from '../support/invariants.js';
 import { createUser, topUp } from '../support/payments.js';
 import {
@@ -261,6 +262,7 @@ describe('PSP worker and outbox over HTTP against the simulator', () => {
     expect([after.user - before.user, after.nostro - before.nostro, after.transit]).toEqual([-(2000n + PRE_FEE), 2000n, 0n]);
     // The event feed (docs/EVENTS.md) has the status changes only: the worker's sub-state moves stay
     // in the audit log, and the escalation enters it as AUTHORIZED → MANUAL_REVIEW.
+    await feedCaughtUp(t.db);
     const feed = (await t.call('GET', '/events?limit=500')).json().events as Array<{
       intentId: string;
       statusFrom: string | null;

@@ -8,6 +8,7 @@ import type { WebhookEvent } from '@payorch/client';
 import { secretsOf } from '../../src/config.js';
 import { createWebhookWorker, WEBHOOK_DEFAULTS, type WebhookWorker, type WebhookWorkerSettings } from '../../src/workers/webhook-worker.js';
 import { demoConfigFile, startTestApp, type TestApp } from '../support/app.js';
+import { feedCaughtUp } from '../support/feed.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
 import { createUser, intentBody, topUp } from '../support/payments.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../support/webhook-receiver.js';
@@ -56,6 +57,8 @@ afterEach(async () => {
 
 /** Every event of wallet-api's feed, following nextCursor from the start. */
 async function feed(): Promise<WebhookEvent[]> {
+  // The first empty page ends the read: nothing committed may still be held back by another file's transaction.
+  await feedCaughtUp(t.db);
   const events: WebhookEvent[] = [];
   let after = '';
   for (;;) {
