@@ -99,6 +99,7 @@ describe.runIf(natsUrl !== undefined)('publishing the feed to NATS JetStream', (
     const p = publisher(t.db);
     await drain(p);
     await p.standBy();
+    await feedCaughtUp(t.db);
     const feed = await readFeed(t.db, { after: null, limit: 500 });
     expect(feed.events.length).toBe(PAYERS.length * 8);
     expect(await streamed()).toEqual(
@@ -129,6 +130,7 @@ describe.runIf(natsUrl !== undefined)('publishing the feed to NATS JetStream', (
     await first.standBy();
     // The next leader starts from the stored position, behind what the stream already holds.
     await drain(publisher(t.db));
+    await feedCaughtUp(t.db);
     const feed = await readFeed(t.db, { after: null, limit: 500 });
     const messages = await streamed();
     expect(messages.map((m) => m.id)).toEqual(feed.events.map((e) => e.cursor));

@@ -12,6 +12,7 @@ import { registerErrorHandling } from '../../src/http/plugins/errors.js';
 import { intentStreamRoutes } from '../../src/http/routes/intent-stream.js';
 import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { startTestApp, type TestApp } from '../support/app.js';
+import { feedCaughtUp } from '../support/feed.js';
 import { createMerchant, createUser, intentBody, topUp } from '../support/payments.js';
 
 /** Counts open subscriptions, so a test can see that a stream let go of its channel. */
@@ -185,6 +186,7 @@ describe('GET /intents/{id}/stream', () => {
     await client.ended;
     expect(statuses(client)).toEqual(['CREATED', 'VALIDATED', 'AUTHORIZED', 'SETTLED']);
     // Each live message is matched to its feed event: its cursor is the id a reconnect resumes from.
+    await feedCaughtUp(t.db);
     const feed = (await t.call('GET', '/events?limit=500')).json().events as Array<{ cursor: string; intentId: string }>;
     expect(client.events.map((e) => e.id)).toEqual(feed.filter((e) => e.intentId === intentId).map((e) => e.cursor));
   });
@@ -253,6 +255,7 @@ describe('GET /intents/{id}/stream', () => {
     const resumed = await openSse(base, `/intents/${intentId}/stream`, t.secrets, 'wallet-api', { 'last-event-id': lastEventId });
     await resumed.ended;
     expect(statuses(resumed)).toEqual(['VALIDATED', 'AUTHORIZED', 'SETTLED']);
+    await feedCaughtUp(t.db);
     const feed = (await t.call('GET', `/events?after=${lastEventId}&limit=500`)).json().events as Array<{
       cursor: string;
       intentId: string;
