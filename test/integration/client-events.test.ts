@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createPayorchClient, type FeedEvent, type PayorchClient, PayorchError } from '@payorch/client';
 import { startTestApp, type TestApp } from '../support/app.js';
+import { feedCaughtUp } from '../support/feed.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
 import { createUser, topUp } from '../support/payments.js';
 
@@ -43,6 +44,8 @@ describe('client.events', () => {
     const start = (await collect(client.events.iterate({ limit: 500 }))).at(-1)?.cursor;
     const first = await pay();
     const second = await pay();
+    // On PostgreSQL another test file's transaction, held open past the feed's settle time, could hold these back.
+    await feedCaughtUp(t.db);
     const page = await client.events.list({ ...(start === undefined ? {} : { after: start }), limit: 3 });
     expect(page.events.map((e) => e.statusTo)).toEqual(['CREATED', 'VALIDATED', 'AUTHORIZED']);
     expect(page.events[0]).toMatchObject({ intentId: first.intentId, statusFrom: null, amount: '100', currency: 'THB' });

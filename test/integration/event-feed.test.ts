@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Tx } from '../../src/adapters/database.js';
 import { comparePositions, decodeFeedCursor, encodeFeedCursor, type FeedPosition } from '../../src/domain/events/feed-cursor.js';
+import { FEED_SETTLE_MS, readIntentFeed } from '../../src/domain/events/feed.js';
 import { pruneFeed } from '../../src/domain/events/feed-retention.js';
 import { storeReaderPosition } from '../../src/domain/events/feed-readers.js';
 import { moveIntent } from '../../src/domain/intents/store/intent-writer.js';
@@ -332,8 +333,11 @@ describe.skipIf(!onPostgres)('transaction ids against commit order, two connecti
     const from = await endCursor();
     const open = await holdTransaction();
     const paid = await pay(PAYERS[3] as number);
+    const asked = performance.now();
     const held = await page(from, { limit: 500 });
     expect(held.events).toEqual([]);
+    // It waited the settle time for the payment it saw committed, then answered without it.
+    expect(performance.now() - asked).toBeGreaterThanOrEqual(FEED_SETTLE_MS - 50);
     expect(await gauge('payorch_event_feed_held_back')).toBeGreaterThanOrEqual(4);
     await sleep(20);
     expect(await gauge('payorch_event_feed_oldest_transaction_seconds')).toBeGreaterThan(0);
@@ -342,6 +346,43 @@ describe.skipIf(!onPostgres)('transaction ids against commit order, two connecti
     await open.end(false);
     const { events } = await readAll(again.nextCursor, 3);
     expect(events.map((e) => `${e.intentId} ${e.statusFrom ?? ''}>${e.statusTo}`)).toEqual(SETTLED_TRAIL.map((step) => `${paid} ${step}`));
+  });
+});
+
+describe.skipIf(!onPostgres)('reading your own writes (PostgreSQL)', () => {
+  const trail = (events: readonly WireEvent[]) => events.map((e) => `${e.intentId} ${e.statusFrom ?? ''}>${e.statusTo}`);
+
+  it('a page waits for a payment committed behind a transaction that ends within the settle time, and holds it', async () => {
+    const from = await endCursor();
+    const open = await holdTransaction();
+    const paid = await pay(PAYERS[4] as number);
+    const reading = page(from, { limit: 500 });
+    await sleep(50);
+    await open.end(false);
+    expect(trail((await reading).events)).toEqual(SETTLED_TRAIL.map((step) => `${paid} ${step}`));
+  });
+
+  it("an event's own cursor ahead of the horizon (a live stream's id) is waited for, not refused", async () => {
+    const open = await holdTransaction();
+    const paid = await pay(PAYERS[5] as number);
+    const [created] = await readIntentFeed(t.db, { serviceId: 'wallet-api', intentId: paid, after: null });
+    const reading = page(created?.cursor, { limit: 500 });
+    await sleep(50);
+    await open.end(false);
+    expect(trail((await reading).events)).toEqual(SETTLED_TRAIL.slice(1).map((step) => `${paid} ${step}`));
+  });
+
+  it('a cursor after every event the service has is refused at once, even while the feed is held back', async () => {
+    const open = await holdTransaction();
+    try {
+      const ahead = encodeFeedCursor({ xact: open.xid + 1_000_000n, seq: 1n });
+      const asked = performance.now();
+      const res = await t.call('GET', `/events?after=${ahead}`);
+      expect(res.statusCode).toBe(422);
+      expect(performance.now() - asked).toBeLessThan(FEED_SETTLE_MS);
+    } finally {
+      await open.end(false);
+    }
   });
 });
 

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
 import Type, { type Static } from 'typebox';
 import type { Sql } from '../../adapters/database.js';
 import type { IntentStatus, OperationType } from '../model.js';
@@ -65,6 +66,8 @@ export interface FeedPage {
   readonly numberedThroughSeq: bigint;
   /** Every event at or before this place was pruned: a reader behind it has missed events. */
   readonly prunedThrough: FeedPosition;
+  /** The place of the newest event in the read's scope that its snapshot saw, committed; null: none. */
+  readonly newest: FeedPosition | null;
 }
 
 export interface FeedQuery {
@@ -83,6 +86,9 @@ const FEED_COLUMNS = `xact, seq, service_id, intent_id, operation_type, status_f
 const AFTER_AND_BELOW = `(xact, seq) > ($1, $2) AND xact < h.horizon ORDER BY xact, seq LIMIT $3`;
 const SERVICE_PAGE_SQL = `SELECT ${FEED_COLUMNS} FROM event_feed WHERE service_id = $4 AND ${AFTER_AND_BELOW}`;
 const ALL_PAGE_SQL = `SELECT ${FEED_COLUMNS} FROM event_feed WHERE ${AFTER_AND_BELOW}`;
+const NEWEST = 'ORDER BY xact DESC, seq DESC LIMIT 1';
+const SERVICE_NEWEST_SQL = `SELECT xact AS newest_xact, seq AS newest_seq FROM event_feed WHERE service_id = $4 ${NEWEST}`;
+const ALL_NEWEST_SQL = `SELECT xact AS newest_xact, seq AS newest_seq FROM event_feed ${NEWEST}`;
 
 interface FeedRow {
   xact: bigint | null;
@@ -110,13 +116,22 @@ export async function readFeed(sql: Sql, query: FeedQuery): Promise<FeedPage> {
   const after = query.after ?? FEED_START;
   const params: unknown[] = [after.xact.toString(), after.seq.toString(), query.limit];
   if (query.serviceId !== undefined) params.push(query.serviceId);
+  const scoped = query.serviceId !== undefined;
   const { rows } = await sql.query<
-    FeedRow & { horizon: bigint; last_seq: bigint; pruned_through_xact: bigint; pruned_through_seq: bigint }
+    FeedRow & {
+      horizon: bigint;
+      last_seq: bigint;
+      pruned_through_xact: bigint;
+      pruned_through_seq: bigint;
+      newest_xact: bigint | null;
+      newest_seq: bigint | null;
+    }
   >(
-    `SELECT h.horizon, s.last_seq, s.pruned_through_xact, s.pruned_through_seq, page.*
+    `SELECT h.horizon, s.last_seq, s.pruned_through_xact, s.pruned_through_seq, n.newest_xact, n.newest_seq, page.*
        FROM (SELECT ${FEED_HORIZON_SQL} AS horizon) h
       CROSS JOIN event_feed_state s
-       LEFT JOIN LATERAL (${query.serviceId === undefined ? ALL_PAGE_SQL : SERVICE_PAGE_SQL}) page ON true
+       LEFT JOIN LATERAL (${scoped ? SERVICE_NEWEST_SQL : ALL_NEWEST_SQL}) n ON true
+       LEFT JOIN LATERAL (${scoped ? SERVICE_PAGE_SQL : ALL_PAGE_SQL}) page ON true
       ORDER BY page.xact, page.seq`,
     params,
   );
@@ -131,7 +146,42 @@ export async function readFeed(sql: Sql, query: FeedQuery): Promise<FeedPage> {
     horizon: first.horizon,
     numberedThroughSeq: first.last_seq,
     prunedThrough: { xact: first.pruned_through_xact, seq: first.pruned_through_seq },
+    newest: first.newest_xact === null || first.newest_seq === null ? null : { xact: first.newest_xact, seq: first.newest_seq },
   };
+}
+
+/**
+ * How long a read waits for the horizon to pass events it could see committed (docs/EVENTS.md,
+ * "Reading your own writes"): in normal operation the horizon trails the newest commit by
+ * milliseconds, so a reader is answered with what committed before it asked; a transaction held
+ * open longer only delays the answer by this much, which then stops short as before.
+ */
+export const FEED_SETTLE_MS = 1_000;
+const SETTLE_PAUSE_MS = { first: 2, max: 50 };
+
+/**
+ * A page as readFeed answers it, read again until it is full or holds every event its snapshot saw
+ * committed after `after`, for at most FEED_SETTLE_MS. Nothing else changes: each read is exact by
+ * itself, and the last one is the answer.
+ */
+export async function readFeedSettled(sql: Sql, query: FeedQuery, settleMs = FEED_SETTLE_MS): Promise<FeedPage> {
+  const deadline = performance.now() + settleMs;
+  for (let pause = SETTLE_PAUSE_MS.first; ; pause = Math.min(pause * 2, SETTLE_PAUSE_MS.max)) {
+    const page = await readFeed(sql, query);
+    if (!heldBack(page, query) || performance.now() + pause > deadline) return page;
+    await sleep(pause);
+  }
+}
+
+/**
+ * Whether the snapshot saw a committed event after `after` that the horizon kept out of a page that
+ * is not full: the newest one is at or above the horizon. That also covers a cursor ahead of the
+ * horizon that names a committed event (a live stream's id), which is then waited for, not refused.
+ */
+function heldBack(page: FeedPage, query: FeedQuery): boolean {
+  if (page.events.length === query.limit || page.newest === null) return false;
+  if (comparePositions(page.newest, { xact: page.horizon, seq: 0n }) < 0) return false;
+  return query.after === null || comparePositions(query.after, page.newest) <= 0;
 }
 
 /**

@@ -2,7 +2,7 @@ import Type from 'typebox';
 import type { Database } from '../../adapters/database.js';
 import { apiError } from '../../domain/errors.js';
 import { decodeFeedCursor, encodeFeedCursor } from '../../domain/events/feed-cursor.js';
-import { cursorIssuedBefore, cursorPruned, FeedEventView, feedEventView, readFeed } from '../../domain/events/feed.js';
+import { cursorIssuedBefore, cursorPruned, FeedEventView, feedEventView, readFeedSettled } from '../../domain/events/feed.js';
 import type { App } from '../typed-app.js';
 import { responses } from '../schemas.js';
 
@@ -27,6 +27,8 @@ const EventsQuery = Type.Object(
 const DESCRIPTION =
   "Every status change of the calling service's intents, in the order the service committed them. " +
   'Follow `nextCursor` (pass it as `after`) to see each change exactly once, with no gap, across restarts. ' +
+  'A page that is not full holds every change committed before the call, unless a transaction held open for more ' +
+  'than a second delays them: the call waits up to that second for them, then answers without them (a later page has them). ' +
   'A cursor older than the event retention (EVENT_RETENTION_DAYS) is answered 410 CURSOR_EXPIRED.';
 
 /** GET /events: the calling service's event feed (docs/EVENTS.md). */
@@ -48,7 +50,7 @@ export function eventRoutes(app: App, deps: { readonly db: Database }): void {
       const afterPosition = after === undefined ? null : decodeFeedCursor(after);
       if (afterPosition === null && after !== undefined)
         throw apiError('VALIDATION_ERROR', 'querystring.after: not a cursor this feed issued');
-      const page = await readFeed(deps.db, { serviceId: request.caller.serviceId, after: afterPosition, limit });
+      const page = await readFeedSettled(deps.db, { serviceId: request.caller.serviceId, after: afterPosition, limit });
       if (afterPosition !== null && !cursorIssuedBefore(afterPosition, page))
         throw apiError('VALIDATION_ERROR', 'querystring.after: not a cursor this feed issued');
       if (afterPosition !== null && cursorPruned(afterPosition, page))
