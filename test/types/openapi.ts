@@ -596,7 +596,7 @@ export interface paths {
         };
         /**
          * Status changes of the calling service's intents, after a cursor
-         * @description Every status change of the calling service's intents, in the order the service committed them. Follow `nextCursor` (pass it as `after`) to see each change exactly once, with no gap, across restarts. A cursor older than the event retention (EVENT_RETENTION_DAYS) is answered 410 CURSOR_EXPIRED.
+         * @description Every status change of the calling service's intents, in the order the service committed them. Follow `nextCursor` (pass it as `after`) to see each change exactly once, with no gap, across restarts. A page that is not full holds every change committed before the call, unless a transaction held open for more than a second delays them: the call waits up to that second for them, then answers without them (a later page has them). A cursor older than the event retention (EVENT_RETENTION_DAYS) is answered 410 CURSOR_EXPIRED.
          */
         readonly get: operations["listEvents"];
         readonly put?: never;
