@@ -49,8 +49,12 @@ import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
  * @property {CpuMeasuredLoad} [p2pHotPayee]
  * @property {LoadResult} [policyEvaluation]
  * @property {number} [storedIntentsBefore]
- * @property {LoadResult} [p2pSaturatedAfter200k]
+ * @property {StoredPair[]} [storedAgainstEmpty] P2P at the saturated level, 200,000+ intents stored against none, alternated
  * @property {SoakResult} [soak]
+ */
+/**
+ * @typedef {LoadResult & { walPerIntent: { bytes: number | null, fullPageImages: number | null } }} CheckpointedLoad
+ * @typedef {{ empty: CheckpointedLoad, stored: CheckpointedLoad, ratio: number }} StoredPair
  */
 /**
  * @typedef {object} FloorResults
@@ -135,6 +139,8 @@ const SATURATION_CONCURRENCY = [16, 32, 64, 128];
  * trying a realistic load sends, where group commit fills its batches (docs/PERFORMANCE.md).
  */
 const PGLITE_SATURATION_CONCURRENCY = [8, 32, 64];
+/** Alternated pairs of the stored phase (one side 200,000+ intents, the other none). */
+const STORED_PAIRS = 4;
 const OFFERED_RATES = [250, 500, 1000];
 // Pairs offered per second: the low rates show what a pair costs below saturation (two requests
 // and a payer's wait), the high ones what queueing adds.
@@ -506,15 +512,43 @@ async function startPayorch(env, label) {
   };
 }
 
-async function recreateDatabase() {
+async function recreateDatabase(name = BENCH_DB) {
+  await dropDatabase(name);
   const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
   await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${BENCH_DB} WITH (FORCE)`);
-  await admin.query(`CREATE DATABASE ${BENCH_DB}`);
+  await admin.query(`CREATE DATABASE ${name}`);
   await admin.end();
   const url = new URL(PG_ADMIN_URL);
-  url.pathname = `/${BENCH_DB}`;
+  url.pathname = `/${name}`;
   return url.toString();
+}
+
+/** @param {string} name */
+async function dropDatabase(name) {
+  const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  await admin.end();
+}
+
+/**
+ * The stored phase's other side: payorch on a database of its own with the same wallets and no
+ * intents, warmed up and with its first statistics as the main one's, run beside the main one.
+ * @param {SqlLedger} ledger
+ * @param {string} configFile
+ * @param {{ secret: string, service: string, users: [number, number], durationS: number }} base
+ * @param {number} concurrency
+ */
+async function startEmptyTwin(ledger, configFile, base, concurrency) {
+  const name = `${BENCH_DB}_empty`;
+  const url = await recreateDatabase(name);
+  const server = await startPayorch({ DATABASE_URL: url, CONFIG_FILE: configFile }, 'postgres-empty');
+  const db = await openDatabase(url, '');
+  await seedWallets(db, ledger, { prefix: 'user', type: 'USER_WALLET', first: USERS[0], count: USERS[1], balance: USER_BALANCE });
+  await settle(db);
+  await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency, durationS: 5 });
+  await settle(db);
+  return { name, server, db };
 }
 
 function machine() {
@@ -739,14 +773,40 @@ async function main() {
       server = await startPayorch({ DATABASE_URL: databaseUrl, CONFIG_FILE: configFile }, 'postgres');
       await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency: best.concurrency, durationS: 5 });
       if (runs('stored')) {
-        pgr.p2pSaturatedAfter200k = await runJson('load.js', {
-          ...base,
-          url: server.url,
-          kind: 'p2p',
-          mode: 'closed',
-          concurrency: best.concurrency,
-        });
-        log('after 200k', pgr.p2pSaturatedAfter200k.throughputPerS, '/s');
+        const empty = await startEmptyTwin(ledger, configFile, base, best.concurrency);
+        const stored = { server, db };
+        /** @type {StoredPair[]} */
+        const pairs = [];
+        // Alternated, the order turned each pair (ABBA...), so that a drift of the machine's speed
+        // during the section weighs on both sides alike: single phases swing by a fifth here.
+        for (let pair = 0; pair < STORED_PAIRS; pair++) {
+          /** @param {{ server: { url: string }, db: Database }} side */
+          const measure = (side) =>
+            fromCheckpoint(side.db, { ...base, url: side.server.url, kind: 'p2p', mode: 'closed', concurrency: best.concurrency });
+          const emptyFirst = pair % 2 === 0;
+          const firstLoad = await measure(emptyFirst ? empty : stored);
+          const secondLoad = await measure(emptyFirst ? stored : empty);
+          const [emptyLoad, storedLoad] = emptyFirst ? [firstLoad, secondLoad] : [secondLoad, firstLoad];
+          pairs.push({
+            empty: emptyLoad,
+            stored: storedLoad,
+            ratio: Math.round((storedLoad.throughputPerS / emptyLoad.throughputPerS) * 100) / 100,
+          });
+          log(
+            `stored against empty, pair ${pair + 1}:`,
+            storedLoad.throughputPerS,
+            'vs',
+            emptyLoad.throughputPerS,
+            '/s; full page images per intent',
+            storedLoad.walPerIntent.fullPageImages,
+            'vs',
+            emptyLoad.walPerIntent.fullPageImages,
+          );
+        }
+        pgr.storedAgainstEmpty = pairs;
+        await empty.server.stop();
+        await empty.db.close();
+        await dropDatabase(empty.name);
       }
       if (runs('soak')) {
         log(`soak: ${SOAK_S} s at ${SOAK_RATE}/s`);
@@ -809,6 +869,41 @@ async function saturate(levels, measure) {
   const byConcurrency = [];
   for (const concurrency of levels) byConcurrency.push(await measure(concurrency));
   return { byConcurrency, fastest: byConcurrency.reduce((a, b) => (b.throughputPerS > a.throughputPerS ? b : a)) };
+}
+
+/**
+ * A P2P load that starts right after a checkpoint, with the WAL it wrote per settled intent. The
+ * stored phase and its reference are both taken so: a checkpoint makes the next change of every
+ * page write a full image of it, so where a phase falls in the checkpoint cycle moves its
+ * throughput, and the seeding's WAL alone requests checkpoints right before the stored phase.
+ * @param {Database} db
+ * @param {LoadOptions} options
+ * @returns {Promise<CheckpointedLoad>}
+ */
+async function fromCheckpoint(db, options) {
+  await db.query('CHECKPOINT');
+  const walThen = await walCounters(db);
+  const result = await runJson('load.js', options);
+  const walNow = await walCounters(db);
+  const intents = walNow.intents - walThen.intents;
+  const per = (/** @type {number} */ delta) => (intents > 0 ? Math.round((delta / intents) * 100) / 100 : null);
+  return {
+    ...result,
+    walPerIntent: { bytes: per(walNow.bytes - walThen.bytes), fullPageImages: per(walNow.fullPageImages - walThen.fullPageImages) },
+  };
+}
+
+/**
+ * The server's WAL counters (pg_stat_wal: the whole server's, so only meaningful with nothing else
+ * writing) and the intents stored.
+ * @param {Database} db
+ */
+async function walCounters(db) {
+  const { rows } = await db.query(
+    `SELECT wal_bytes::float8 AS bytes, wal_fpi::float8 AS fpi, (SELECT count(*) FROM intents)::float8 AS intents FROM pg_stat_wal`,
+  );
+  const row = rows[0];
+  return { bytes: Number(row?.bytes), fullPageImages: Number(row?.fpi), intents: Number(row?.intents) };
 }
 
 /**
@@ -992,8 +1087,6 @@ function summarize(r) {
     feeEvaluationPerIntentUs: r.floors.feeEvaluation.loadedUs,
     feeEvaluationRoundTripUs: r.floors.feeEvaluation.medianUs,
     policyEvaluationsPerS: p.policyEvaluation.throughputPerS,
-    p2pAfter200kPerS: p.p2pSaturatedAfter200k.throughputPerS,
-    after200kRatio: Math.round((p.p2pSaturatedAfter200k.throughputPerS / p.p2pSaturatedPerS) * 100) / 100,
     soakS: p.soak.durationS,
     soakErrors: p.soak.errors,
     rssGrowthPct: p.soak.rssGrowthPct,
@@ -1041,7 +1134,26 @@ function roundTwoFigures(r) {
     ),
     cpuPerIntentUs: p.p2pUniform?.cpuPerIntent ?? null,
     cpuPerIntentUsHotPayee: p.p2pHotPayee?.cpuPerIntent ?? null,
+    // The median of the alternated pairs' ratios, and the medians of each side.
+    after200kRatio: median(p.storedAgainstEmpty?.map((x) => x.ratio)),
+    after200kRatioPairs: p.storedAgainstEmpty?.map((x) => x.ratio) ?? null,
+    p2pAfter200kPerS: median(p.storedAgainstEmpty?.map((x) => x.stored.throughputPerS)),
+    p2pEmptyTwinPerS: median(p.storedAgainstEmpty?.map((x) => x.empty.throughputPerS)),
+    fullPageImagesPerIntent:
+      p.storedAgainstEmpty?.map((x) => ({ stored: x.stored.walPerIntent.fullPageImages, empty: x.empty.walPerIntent.fullPageImages })) ??
+      null,
   };
+}
+
+/**
+ * @param {readonly number[] | undefined} values
+ * @returns {number | null}
+ */
+function median(values) {
+  if (values === undefined || values.length === 0) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? (sorted[middle] ?? null) : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2;
 }
 
 /** @type {Set<import('node:child_process').ChildProcess>} */
