@@ -6,7 +6,7 @@ import { ledgerResultsPerIntent, moneyOutcomeOf, voidRefusedChains } from '../mo
 import { checkJson, type Guard, type GuardRefusal, recipientLimitKeysOf, refusalError } from './guard.js';
 import { type ConfirmCommit, type ConfirmOutcome, commitConfirmBatch } from './confirm-commit.js';
 import { GroupCommit } from './group-commit.js';
-import { type LedgerCall, NotEveryIntentOpened } from './ledger-call.js';
+import { BetLost, type LedgerCall } from './ledger-call.js';
 import { type HistoryRow, type NewIntent, newIntentRow, type Transition } from '../store/intent-store.js';
 import { voidTransfer } from '../money/money-path.js';
 import { assertTrail } from '../store/state-machine.js';
@@ -70,10 +70,12 @@ export class IntentCommitter {
   private readonly confirms: GroupCommit<ConfirmCommit, ConfirmOutcome>;
 
   constructor(db: Database, ledger: Ledger, observeBatch: (size: number) => void = () => {}) {
-    // The ledger call leaves with intent_open_batch: on PostgreSQL in the same round trip, on
-    // PGlite in the same message to its thread, which runs it without waiting for this thread's
-    // next turn while the transaction holds the database.
-    const ledgerCall: LedgerCall = 'with-open';
+    // The ledger call leaves with intent_open_batch: on PostgreSQL in the same round trip. On
+    // PGlite the closing statement leaves with them as well: its one connection is held by the
+    // transaction, so while the answers crossed to this thread and the closing statement crossed
+    // back, the database thread sat idle and every read waited (docs/PERFORMANCE.md, Log,
+    // "PGlite's batch in one pass").
+    const ledgerCall: LedgerCall = db.kind === 'pglite' ? 'with-close' : 'with-open';
     const commitAs = (batch: readonly IntentCommit[], call: LedgerCall) =>
       withIntentIds(
         batch.map((item) => item.intent.id),
@@ -130,7 +132,7 @@ function betting<Item, Outcome>(
 ) {
   return async (batch: readonly Item[]) => {
     const outcomes = await commitAs(batch, ledgerCall).catch((error: unknown) => {
-      if (error instanceof NotEveryIntentOpened) return commitAs(batch, 'after-open');
+      if (error instanceof BetLost) return commitAs(batch, 'after-open');
       throw error;
     });
     observeBatch(batch.length);
@@ -148,8 +150,8 @@ function walletKeysOf(intent: NewIntent): string[] {
 type Opened = { createdAt: string } | { duplicate: true } | GuardRefusal;
 
 /**
- * Throws to roll the whole batch back: NotEveryIntentOpened, and IntentCommitter runs it again
- * 'after-open'; anything else, and GroupCommit commits its intents one by one.
+ * Throws to roll the whole batch back: BetLost, and IntentCommitter runs it again 'after-open';
+ * anything else, and GroupCommit commits its intents one by one.
  */
 export async function commitBatch(
   tx: Tx,
@@ -166,12 +168,20 @@ export async function commitBatch(
     );
   const opening = openBatch(tx, batch);
   let early: { readonly moving: number[]; readonly results: ReturnType<typeof moveMoney> } | null = null;
-  if (ledgerCall === 'with-open') {
+  if (ledgerCall !== 'after-open') {
     const moving = withTransfers(batch.map((_, index) => index));
     early = { moving, results: moveMoney(moving) };
     // Handled here, so that a failure while the opening is awaited is not unhandled; it is
     // thrown where the results are awaited, below.
     early.results.catch(() => {});
+  }
+  if (ledgerCall === 'with-close') {
+    // Sent before any answer, as if every intent opened and every transfer applied; the checks
+    // below throw BetLost otherwise, before COMMIT is sent, and the closing rolls back with the rest.
+    closeBatch(
+      tx,
+      batch.map((item) => ({ item, action: 'keep', transitions: item.transitions, history: item.history })),
+    );
   }
   const opened = await opening;
   const outcomes: Array<CommitOutcome | null> = opened.map((o, i) => {
@@ -181,11 +191,13 @@ export async function commitBatch(
   });
   if (early !== null && outcomes.some((outcome) => outcome !== null)) {
     await early.results.catch(() => {});
-    throw new NotEveryIntentOpened();
+    throw new BetLost();
   }
 
   const moving = early?.moving ?? withTransfers(outcomes.flatMap((outcome, index) => (outcome === null ? [index] : [])));
   const resultsOf = await (early?.results ?? moveMoney(moving));
+  if (ledgerCall === 'with-close' && [...resultsOf.values()].some((results) => moneyOutcomeOf(results).kind !== 'applied'))
+    throw new BetLost();
   const voids: TransferInput[] = [];
   const closing: Closing[] = [];
   batch.forEach((item, index) => {
@@ -215,7 +227,7 @@ export async function commitBatch(
     }
   });
   await voidRefusedChains(tx, ledger, voids);
-  closeBatch(tx, closing);
+  if (ledgerCall !== 'with-close') closeBatch(tx, closing);
   return outcomes.map((o) => o!);
 }
 
