@@ -1153,7 +1153,9 @@ function median(values) {
   if (values === undefined || values.length === 0) return null;
   const sorted = [...values].sort((a, b) => a - b);
   const middle = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? (sorted[middle] ?? null) : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2;
+  const value = sorted.length % 2 === 1 ? (sorted[middle] ?? 0) : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2;
+  // The mean of two middle ratios of two decimals each, without the float's tail (0.9099999…).
+  return Math.round(value * 1000) / 1000;
 }
 
 /** @type {Set<import('node:child_process').ChildProcess>} */
