@@ -1,4 +1,5 @@
 import { createHash, createHmac } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { v7 as uuidv7 } from 'uuid';
 import type { Database } from '../../../adapters/database.js';
 import type { Permissions } from '../../admin/service-keys.js';
@@ -68,12 +69,18 @@ export interface IntentAnswer {
 export async function createIntent(deps: IntentDeps, input: CreateIntentInput): Promise<IntentAnswer> {
   const { request, serviceId, actor } = input;
   const fingerprint = fingerprintOf(request, actor);
+  // Time-ordered (UUID v7): the intent tables' indexes grow at their end (money-path.ts, transferId).
+  const intentId = uuidv7();
   return deps.locks.oneAtATime(`${serviceId}/${request.idempotencyKey}`, async () => {
     let attempt: Attempt;
     try {
-      attempt = await validateAndPersist(deps, input, fingerprint);
+      attempt = await validateAndPersist(deps, input, fingerprint, intentId);
     } catch (error) {
-      if (!(error instanceof ApiError)) throw error;
+      if (!(error instanceof ApiError)) {
+        const own = await storedByThisRequest(deps, input, intentId).catch(() => null);
+        if (own === null) throw error;
+        return { replayed: false, intent: own };
+      }
       const existing = await findIntentByKey(deps.db, serviceId, request.idempotencyKey);
       if (existing === null) throw error;
       return replayOf(existing, fingerprint);
@@ -81,6 +88,7 @@ export async function createIntent(deps: IntentDeps, input: CreateIntentInput): 
     if (attempt.kind === 'duplicate') {
       const stored = await findIntentByKey(deps.db, serviceId, request.idempotencyKey);
       if (stored === null) throw new Error('idempotency conflict without a stored intent');
+      if (isThisRequests(stored, intentId)) return { replayed: false, intent: stored };
       return replayOf(stored, fingerprint);
     }
     const { outcome } = attempt;
@@ -103,8 +111,33 @@ export async function createIntent(deps: IntentDeps, input: CreateIntentInput): 
 
 type Attempt = { kind: 'duplicate' } | { kind: 'stored'; outcome: Extract<PersistOutcome, { kind: 'stored' }> };
 
+/**
+ * A COMMIT can go through and its answer be lost (a connection cut right then): the request then
+ * meets an error, or its batch's one-by-one retry meets the stored key, though its own payment
+ * is stored. Told by the intent's id, drawn by this request before anything was written, such a
+ * payment is answered as created, not replayed or failed; a FAILED one keeps the answer a retry
+ * would get.
+ */
+function isThisRequests(stored: Intent, intentId: string): boolean {
+  return stored.id === intentId && stored.status !== 'FAILED';
+}
+
+/**
+ * How long the answer to an error waits to learn whether its payment was stored all the same: the
+ * error is often the database going away, and then the lookup would wait on it too.
+ */
+const OWN_PAYMENT_LOOKUP_MS = 1_000;
+
+/** After an error that is not a refusal: this request's own payment, if it was stored all the same. */
+async function storedByThisRequest(deps: IntentDeps, input: CreateIntentInput, intentId: string): Promise<Intent | null> {
+  const lookup = findIntentByKey(deps.db, input.serviceId, input.request.idempotencyKey);
+  lookup.catch(() => {});
+  const stored = await Promise.race([lookup, sleep(OWN_PAYMENT_LOOKUP_MS, null, { ref: false })]);
+  return stored !== null && isThisRequests(stored, intentId) ? stored : null;
+}
+
 /** Every check in the order of docs/design.md, then the one transaction; refusals throw ApiError. */
-async function validateAndPersist(deps: IntentDeps, input: CreateIntentInput, fingerprint: string): Promise<Attempt> {
+async function validateAndPersist(deps: IntentDeps, input: CreateIntentInput, fingerprint: string, intentId: string): Promise<Attempt> {
   const { request, actor } = input;
   const config = input.config ?? null;
   authorize(input);
@@ -127,7 +160,7 @@ async function validateAndPersist(deps: IntentDeps, input: CreateIntentInput, fi
 
   const payer = accounts.from?.userId ?? null;
   return deps.locks.withPayer(isInvoice ? null : payer, async () => {
-    const draft = draftIntent(deps, input, { fingerprint, accounts, channel, fees });
+    const draft = draftIntent(deps, input, { id: intentId, fingerprint, accounts, channel, fees });
     const plan: MoneyPlan | null =
       accounts.from === null
         ? null
@@ -193,12 +226,10 @@ export function qrSignature(
 function draftIntent(
   deps: IntentDeps,
   input: CreateIntentInput,
-  facts: { fingerprint: string; accounts: ResolvedAccounts; channel: Channel; fees: FeeResult },
+  facts: { id: string; fingerprint: string; accounts: ResolvedAccounts; channel: Channel; fees: FeeResult },
 ): NewIntent {
   const { request, actor } = input;
-  const { accounts, channel, fees } = facts;
-  // Time-ordered (UUID v7): the intent tables' indexes grow at their end (money-path.ts, transferId).
-  const id = uuidv7();
+  const { id, accounts, channel, fees } = facts;
   const amount = BigInt(request.amount);
   const { createdAs } = CHANNEL_BEHAVIOUR[channel];
   const isInvoice = createdAs === 'CREATED';
