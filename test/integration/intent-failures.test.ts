@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Database } from '../../src/adapters/database.js';
 import type { Ledger } from '../../src/ledger/ledger.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { openTestDatabase } from '../support/database.js';
+import { type GoneAtBegin, goneAtNextBegin } from '../support/gone-at-begin.js';
 import { type ItemsOf, type LostCommitAnswers, losingCommitAnswers } from '../support/lost-commit-answers.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
 import { balances, createUser, intentBody, topUp } from '../support/payments.js';
@@ -26,36 +26,17 @@ const faulty = (inner: Ledger): Ledger => ({
 const opensIntents: ItemsOf = (text, params) =>
   text.includes('intent_open_batch') ? (JSON.parse(String(params?.[2])) as unknown[]).length : null;
 
-/**
- * A database that goes away, once armed, at the next transaction's BEGIN: from then on, until the
- * test ends the outage, every statement fails at once as on a lost connection, and is kept.
- */
-const outage = { armed: false, on: false, asked: [] as string[] };
-const goneAtNextBegin = (inner: Database): Database => {
-  const fail = (text: string) => {
-    outage.asked.push(text);
-    return Promise.reject(new Error('Connection terminated unexpectedly'));
-  };
-  return {
-    ...inner,
-    query: (text, params) => (outage.on ? fail(text) : inner.query(text, params)),
-    transaction(work) {
-      outage.on ||= outage.armed;
-      outage.armed = false;
-      return outage.on ? fail('BEGIN') : inner.transaction(work);
-    },
-  };
-};
-
 const BATCH_PAYERS = [11, 12, 13, 14, 15, 16, 17, 18];
 
 const logLines: Array<Record<string, unknown>> = [];
 let t: TestApp;
 let lost: LostCommitAnswers;
+let gone: GoneAtBegin;
 beforeAll(async () => {
   lost = losingCommitAnswers(await openTestDatabase(), opensIntents);
+  gone = goneAtNextBegin(lost.db);
   t = await startTestApp({
-    db: goneAtNextBegin(lost.db),
+    db: gone.db,
     wrapLedger: faulty,
     logStream: { write: (line) => void logLines.push(JSON.parse(line) as Record<string, unknown>) },
   });
@@ -173,19 +154,15 @@ describe('logs', () => {
 describe('a failure before its COMMIT was sent', () => {
   it('is answered 500 at once, without looking for a payment it cannot have stored', async () => {
     const before = await balances(t, ['user.1.THB', 'user.2.THB']);
-    outage.asked.length = 0;
-    outage.armed = true;
+    gone.arm();
     const res = await t
       .call('POST', '/intents', { user: 1, body: intentBody({ operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: 2 }) })
-      .finally(() => {
-        outage.armed = false;
-        outage.on = false;
-      });
+      .finally(() => gone.end());
     expect(res.statusCode, res.body).toBe(500);
     expect(res.json()).toEqual({ error: 'INTERNAL_ERROR', message: expect.any(String) });
     // Its transaction met the outage at BEGIN; a lookup of its key would have waited up to a
     // second on a database that is gone, to find nothing.
-    expect(outage.asked).toEqual(['BEGIN']);
+    expect(gone.asked).toEqual(['BEGIN']);
     expect(await balances(t, ['user.1.THB', 'user.2.THB'])).toEqual(before);
     await expectLedgerInvariants(t.db);
   });

@@ -404,6 +404,7 @@ function stored(draft: NewIntent, createdAt: Date): Intent {
     cancelReason: null,
     redeemedByUserId: null,
     confirmIdempotencyKey: null,
+    confirmAttemptId: null,
     settlementDate: null,
     createdAt,
     updatedAt: createdAt,
