@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Database } from '../../src/adapters/database.js';
 import type { Ledger } from '../../src/ledger/ledger.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { openTestDatabase } from '../support/database.js';
+import { type GoneAtBegin, goneAtNextBegin } from '../support/gone-at-begin.js';
+import { type ItemsOf, type LostCommitAnswers, losingCommitAnswers } from '../support/lost-commit-answers.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
 import { balances, createUser, intentBody, topUp } from '../support/payments.js';
 
@@ -21,40 +22,21 @@ const faulty = (inner: Ledger): Ledger => ({
     ),
 });
 
-/**
- * A database whose next transaction that opens at least `batchMin` intents commits and then fails
- * as a cut connection does, while armed: the COMMIT went through, its answer never came.
- */
-const lostCommitAnswer = { armed: false, batchMin: 1 };
-const losingCommitAnswers = (inner: Database): Database => ({
-  ...inner,
-  async transaction(work) {
-    let opensIntents = 0;
-    const result = await inner.transaction((tx) =>
-      work({
-        query: (text, params) => {
-          if (text.includes('intent_open_batch')) opensIntents = (JSON.parse(String(params?.[2])) as unknown[]).length;
-          return tx.query(text, params);
-        },
-        send: (text, params) => tx.send(text, params),
-        exec: (text) => tx.exec(text),
-      }),
-    );
-    if (lostCommitAnswer.armed && opensIntents >= lostCommitAnswer.batchMin) {
-      lostCommitAnswer.armed = false;
-      throw new Error('Connection terminated unexpectedly');
-    }
-    return result;
-  },
-});
+/** The intents a statement opens: intent_open_batch's third parameter. */
+const opensIntents: ItemsOf = (text, params) =>
+  text.includes('intent_open_batch') ? (JSON.parse(String(params?.[2])) as unknown[]).length : null;
 
 const BATCH_PAYERS = [11, 12, 13, 14, 15, 16, 17, 18];
 
 const logLines: Array<Record<string, unknown>> = [];
 let t: TestApp;
+let lost: LostCommitAnswers;
+let gone: GoneAtBegin;
 beforeAll(async () => {
+  lost = losingCommitAnswers(await openTestDatabase(), opensIntents);
+  gone = goneAtNextBegin(lost.db);
   t = await startTestApp({
-    db: losingCommitAnswers(await openTestDatabase()),
+    db: gone.db,
     wrapLedger: faulty,
     logStream: { write: (line) => void logLines.push(JSON.parse(line) as Record<string, unknown>) },
   });
@@ -107,9 +89,9 @@ describe('a group commit whose COMMIT answer is lost', () => {
     const pay = (body: unknown) => t.call('POST', '/intents', { user: 1, body });
     const body = intentBody({ operationType: 'P2P_TRANSFER', amount: 300, recipientUserId: 2 });
     const before = await balances(t, accounts);
-    lostCommitAnswer.armed = true;
+    lost.arm();
     const res = await pay(body);
-    expect(lostCommitAnswer.armed, 'the payment met the lost answer').toBe(false);
+    expect(lost.armed, 'the payment met the lost answer').toBe(false);
     expect(res.statusCode, res.body).toBe(201);
     expect(res.json().status).toBe('SETTLED');
     const stored = await t.db.query<{ n: number }>('SELECT count(*)::int AS n FROM intents WHERE idempotency_key = $1', [
@@ -134,12 +116,10 @@ describe('a group commit whose COMMIT answer is lost', () => {
   });
 
   it('in a batch: each payment is retried alone, meets its own stored key, and is answered 201, not as a replay', async () => {
-    lostCommitAnswer.armed = true;
-    lostCommitAnswer.batchMin = 2;
+    lost.arm(2);
     const bodies = BATCH_PAYERS.map(() => intentBody({ operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: 2 }));
     const answers = await Promise.all(BATCH_PAYERS.map((payer, i) => t.call('POST', '/intents', { user: payer, body: bodies[i] })));
-    lostCommitAnswer.batchMin = 1;
-    expect(lostCommitAnswer.armed, 'a batch of two or more met the lost answer').toBe(false);
+    expect(lost.armed, 'a batch of two or more met the lost answer').toBe(false);
     expect(answers.map((a) => `${a.statusCode} ${a.json().status}`)).toEqual(BATCH_PAYERS.map(() => '201 SETTLED'));
     const stored = await t.db.query<{ n: number }>('SELECT count(*)::int AS n FROM intents WHERE idempotency_key = ANY($1::uuid[])', [
       bodies.map((b) => b.idempotencyKey),
@@ -168,5 +148,22 @@ describe('logs', () => {
     const text = JSON.stringify(logLines);
     for (const secret of Object.values(t.config.file.secrets).flat()) expect(text).not.toContain(secret);
     expect(text).not.toMatch(/[0-9a-f]{64}/);
+  });
+});
+
+describe('a failure before its COMMIT was sent', () => {
+  it('is answered 500 at once, without looking for a payment it cannot have stored', async () => {
+    const before = await balances(t, ['user.1.THB', 'user.2.THB']);
+    gone.arm();
+    const res = await t
+      .call('POST', '/intents', { user: 1, body: intentBody({ operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: 2 }) })
+      .finally(() => gone.end());
+    expect(res.statusCode, res.body).toBe(500);
+    expect(res.json()).toEqual({ error: 'INTERNAL_ERROR', message: expect.any(String) });
+    // Its transaction met the outage at BEGIN; a lookup of its key would have waited up to a
+    // second on a database that is gone, to find nothing.
+    expect(gone.asked).toEqual(['BEGIN']);
+    expect(await balances(t, ['user.1.THB', 'user.2.THB'])).toEqual(before);
+    await expectLedgerInvariants(t.db);
   });
 });

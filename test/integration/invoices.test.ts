@@ -14,6 +14,9 @@ import type { Logger } from '../../src/adapters/logger.js';
 import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { type ExpirySweep, startExpirySweep } from '../../src/workers/expiry-sweep.js';
 import { startTestApp, type TestApp } from '../support/app.js';
+import { openTestDatabase } from '../support/database.js';
+import { type GoneAtBegin, goneAtNextBegin } from '../support/gone-at-begin.js';
+import { type ItemsOf, type LostCommitAnswers, losingCommitAnswers } from '../support/lost-commit-answers.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
 import { balances, createMerchant, createUser, topUp } from '../support/payments.js';
 
@@ -50,11 +53,19 @@ const PRE_FEE = 50n;
 const postFeeOf = (amount: number) => BigInt(Math.floor(amount / 100));
 const wallet = (userId: number) => `user.${userId}.THB`;
 
+/** The invoices a statement claims: the claim's items, its second parameter (confirm-commit.ts). */
+const claimsInvoices: ItemsOf = (text, params) =>
+  text.includes('FOR UPDATE OF i') ? (JSON.parse(String(params?.[1])) as unknown[]).length : null;
+
 const tap = recording(createBroker(process.env.REDIS_URL));
 let t: TestApp;
+let lost: LostCommitAnswers;
+let gone: GoneAtBegin;
 let sweep: ExpirySweep;
 beforeAll(async () => {
-  t = await startTestApp({ broker: tap.broker });
+  lost = losingCommitAnswers(await openTestDatabase(), claimsInvoices);
+  gone = goneAtNextBegin(lost.db);
+  t = await startTestApp({ broker: tap.broker, db: gone.db });
   await createMerchant(t, MERCHANT);
   for (const user of [U1, U2, U3, U4, U5, U6]) await createUser(t, user);
   await topUp(t, U1, 1_000_000);
@@ -903,5 +914,93 @@ describe('races (docs/rules.md R26)', () => {
     const after = await balances(t, [wallet(U2)]);
     expect(delta(after, before, wallet(U2))).toBe(-BigInt(winners.SETTLED ?? 0) * (BigInt(amount) + PRE_FEE));
     console.info(`confirm/cancel/expiry race winners on ${t.db.kind}: ${JSON.stringify(winners)}`);
+  });
+});
+
+describe('a confirm whose COMMIT answer is lost (docs/RELIABILITY.md, G2)', () => {
+  it('is answered 200 as the confirm it is, not 5xx; the rival key is 409 ALREADY_PROCESSED; money moves once; its key then replays', async () => {
+    const amount = 4_000;
+    const intentId = await issued(amount);
+    const names = [wallet(U1), wallet(U2), MERCHANT_ACCOUNT, REVENUE, TRANSIT];
+    const before = await balances(t, names);
+    const keys = { [U1]: randomUUID(), [U2]: randomUUID() };
+    lost.arm();
+    const answers = await Promise.all([U1, U2].map((payer) => confirm(intentId, { payer, key: keys[payer] })));
+    expect(lost.armed, 'a confirm met the lost answer').toBe(false);
+    const won = answers.findIndex((a) => a.statusCode === 200);
+    const [winner, loser] = won === 0 ? [U1, U2] : [U2, U1];
+    const createdAt = (await t.call('GET', `/intents/${intentId}`)).json().createdAt;
+    const fresh = { intentId, status: 'SETTLED', channel: 'MERCHANT_INVOICE', createdAt, version: 1, replayed: false };
+    expect(answers[won]?.json(), answers.map((a) => `${a.statusCode} ${a.body}`).join('; ')).toEqual(fresh);
+    expect(answers[1 - won]?.statusCode).toBe(409);
+    expect(answers[1 - won]?.json()).toEqual({ error: 'ALREADY_PROCESSED', status: 'SETTLED' });
+    const after = await balances(t, names);
+    expect(delta(after, before, wallet(winner))).toBe(-(BigInt(amount) + PRE_FEE));
+    expect(delta(after, before, wallet(loser))).toBe(0n);
+    expect(delta(after, before, MERCHANT_ACCOUNT)).toBe(BigInt(amount) - postFeeOf(amount));
+    expect(delta(after, before, REVENUE)).toBe(PRE_FEE + postFeeOf(amount));
+    expect(delta(after, before, TRANSIT)).toBe(0n);
+    expect(await trail(intentId)).toEqual(SETTLED_TRAIL);
+    expect(await stored(intentId)).toMatchObject({ status: 'SETTLED', version: 1, redeemed_by_user_id: BigInt(winner) });
+
+    const replay = await confirm(intentId, { payer: winner, key: keys[winner] });
+    expect(replay.statusCode).toBe(200);
+    expect(replay.json()).toEqual({ ...fresh, replayed: true });
+    const rival = await confirm(intentId, { payer: loser, key: keys[loser] });
+    expect(rival.json()).toEqual({ error: 'ALREADY_PROCESSED', status: 'SETTLED' });
+    expect(await balances(t, names)).toEqual(after);
+  });
+
+  it('in a batch: each confirm, committed again alone, meets its own claim and is answered as fresh, not replayed', async () => {
+    const amount = 1_200;
+    const payers = Array.from({ length: 8 }, (_, i) => 4170 + i);
+    for (const payer of payers) {
+      await createUser(t, payer);
+      await topUp(t, payer, 10_000);
+    }
+    const invoices: string[] = [];
+    for (const _ of payers) invoices.push(await issued(amount));
+    const names = [...payers.map(wallet), MERCHANT_ACCOUNT, TRANSIT];
+    const before = await balances(t, names);
+    const keys = payers.map(() => randomUUID());
+    lost.arm(2);
+    const answers = await Promise.all(payers.map((payer, i) => confirm(invoices[i]!, { payer, key: keys[i]! })));
+    expect(lost.armed, 'a batch of two or more confirms met the lost answer').toBe(false);
+    expect(answers.map((a) => `${a.statusCode} ${a.json().status} replayed ${a.json().replayed}`)).toEqual(
+      payers.map(() => '200 SETTLED replayed false'),
+    );
+    const after = await balances(t, names);
+    for (const payer of payers) expect(delta(after, before, wallet(payer)), wallet(payer)).toBe(-(BigInt(amount) + PRE_FEE));
+    expect(delta(after, before, MERCHANT_ACCOUNT)).toBe(BigInt(payers.length) * (BigInt(amount) - postFeeOf(amount)));
+    expect(delta(after, before, TRANSIT)).toBe(0n);
+    for (const intentId of invoices) expect(await trail(intentId)).toEqual(SETTLED_TRAIL);
+
+    const replays = await Promise.all(payers.map((payer, i) => confirm(invoices[i]!, { payer, key: keys[i]! })));
+    expect(replays.map((a) => `${a.statusCode} ${a.json().status} replayed ${a.json().replayed}`)).toEqual(
+      payers.map(() => '200 SETTLED replayed true'),
+    );
+    expect(await balances(t, names)).toEqual(after);
+  });
+
+  it('a failure before its COMMIT was sent is answered 500 at once, and its retry with the key confirms once', async () => {
+    const amount = 700;
+    const intentId = await issued(amount);
+    const names = [wallet(U2), MERCHANT_ACCOUNT];
+    const before = await balances(t, names);
+    const key = randomUUID();
+    gone.arm();
+    const res = await confirm(intentId, { payer: U2, key }).finally(() => gone.end());
+    expect(res.statusCode, res.body).toBe(500);
+    expect(res.json()).toEqual({ error: 'INTERNAL_ERROR', message: expect.any(String) });
+    // The claim's transaction met the outage at BEGIN; nothing looked for a claim it cannot have made.
+    expect(gone.asked).toEqual(['BEGIN']);
+    expect(await stored(intentId)).toMatchObject({ status: 'CREATED', version: 0 });
+    expect(await balances(t, names)).toEqual(before);
+
+    const retry = await confirm(intentId, { payer: U2, key });
+    expect(retry.statusCode, retry.body).toBe(200);
+    expect(retry.json()).toMatchObject({ status: 'SETTLED', version: 1, replayed: false });
+    const after = await balances(t, names);
+    expect(delta(after, before, wallet(U2))).toBe(-(BigInt(amount) + PRE_FEE));
   });
 });

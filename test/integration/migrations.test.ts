@@ -16,7 +16,7 @@ import { buildIfStale, spawnService } from '../support/service-process.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const pgUrl = (process.env.DATABASE_URL ?? '').startsWith('postgres') ? process.env.DATABASE_URL : undefined;
-const LATEST = '020-event-feed-written-once';
+const LATEST = '021-confirm-attempt';
 const EDITED = '003-policies-admin';
 const STARTUP_MS_MAX = 60_000;
 /** Each test runs several processes that each open the embedded database: slow on a loaded 2-core machine. */

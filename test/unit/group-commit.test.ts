@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { CommitUnanswered } from '../../src/domain/intents/commit/commit-unanswered.js';
 import { GroupCommit } from '../../src/domain/intents/commit/group-commit.js';
 
 /** A flush that waits until released, recording each batch it was given. */
@@ -108,5 +109,26 @@ describe('GroupCommit', () => {
     await first;
     expect(await Promise.all(rest)).toEqual(['done b', 'failed bad', 'done c']);
     expect(batches).toEqual([['a'], ['b', 'bad', 'c'], ['b'], ['bad'], ['c']]);
+  });
+
+  it('after a batch whose COMMIT went unanswered, an item whose retry fails too says it may be stored all the same', async () => {
+    const lostAnswer = new CommitUnanswered(new Error('Connection terminated unexpectedly'));
+    const { flush, releaseAll } = gatedFlush();
+    const group = new GroupCommit(
+      async (batch: readonly string[]) => {
+        if (batch.length > 1) throw lostAnswer;
+        if (batch[0] === 'gone') throw new Error('connect ECONNREFUSED');
+        return flush(batch);
+      },
+      { batchMax: 10, flushesMax: 1 },
+    );
+    const first = group.submit('first');
+    const rest = ['a', 'gone'].map((item) => group.submit(item).catch((error: unknown) => error));
+    await releaseAll();
+    await first;
+    const [a, gone] = await Promise.all(rest);
+    expect(a).toBe('done a');
+    expect(gone).toBeInstanceOf(CommitUnanswered);
+    expect((gone as CommitUnanswered).cause).toEqual(new Error('connect ECONNREFUSED'));
   });
 });

@@ -30,6 +30,8 @@ export interface ConfirmCommit {
   readonly expectedVersion: number | null;
   readonly payer: { readonly accountName: string; readonly userId: number };
   readonly confirmIdempotencyKey: string;
+  /** Drawn by the confirm request before anything was written; stored with its claim. */
+  readonly attemptId: string;
   /** X-User-Id of the confirm, recorded on the claim's event. */
   readonly actor: number;
   readonly fees: {
@@ -211,6 +213,7 @@ async function finishBatch(
     payer_account: item.payer.accountName,
     payer_user_id: item.payer.userId,
     confirm_key: item.confirmIdempotencyKey,
+    attempt_id: item.attemptId,
     pre_fee: item.fees.preFee.toString(),
     post_fee: item.fees.postFee.toString(),
     splits: item.fees.splits.map((split) => ({ account: split.account, amount: split.amount })),
@@ -225,7 +228,7 @@ async function finishBatch(
     `WITH x AS (
        SELECT * FROM jsonb_to_recordset($1::jsonb)
          AS x (ord integer, invoice_id uuid, final_status text, final_reason text, payer_account text, payer_user_id bigint,
-               confirm_key uuid, pre_fee bigint, post_fee bigint, splits jsonb, transfers jsonb, reserved boolean,
+               confirm_key uuid, attempt_id uuid, pre_fee bigint, post_fee bigint, splits jsonb, transfers jsonb, reserved boolean,
                operation_type text, currency text, transitions jsonb, history jsonb)
      ), finished AS (
        UPDATE intents i
@@ -233,6 +236,7 @@ async function finishBatch(
               failure_reason = coalesce(x.final_reason, i.failure_reason),
               from_account_name = x.payer_account, from_user_id = x.payer_user_id, user_id = x.payer_user_id,
               redeemed_by_user_id = x.payer_user_id, redeemed_at = now(), confirm_idempotency_key = x.confirm_key,
+              confirm_attempt_id = x.attempt_id,
               version = i.version + 1,
               pre_fee_amount = x.pre_fee, post_fee_amount = x.post_fee, fee_splits = x.splits,
               transfer_ids = ARRAY(SELECT jsonb_array_elements_text(x.transfers)::uuid),

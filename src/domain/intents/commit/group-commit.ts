@@ -1,3 +1,5 @@
+import { CommitUnanswered } from './commit-unanswered.js';
+
 /**
  * Group commit: work items that arrive while earlier batches are being committed wait and go
  * together in the next batch. Nothing waits for a timer: an item that finds a free flush slot
@@ -5,7 +7,8 @@
  * pays the per-transaction cost once per batch.
  *
  * A batch that fails as a whole is retried item by item, so one item that cannot commit (or a
- * deadlock between batches) answers only for itself.
+ * deadlock between batches) answers only for itself. When the batch's COMMIT went unanswered, an
+ * item whose retry fails too may be stored all the same, and says so (CommitUnanswered).
  */
 export interface GroupCommitOptions<Item> {
   readonly batchMax: number;
@@ -121,10 +124,12 @@ export class GroupCommit<Item, Outcome> {
         batch[0]!.reject(error);
         return;
       }
+      const batchMayHaveCommitted = error instanceof CommitUnanswered;
       for (const entry of batch) {
         await this.flush([entry.item]).then(
           ([outcome]) => entry.resolve(outcome!),
-          (alone: unknown) => entry.reject(alone),
+          (alone: unknown) =>
+            entry.reject(batchMayHaveCommitted && !(alone instanceof CommitUnanswered) ? new CommitUnanswered(alone) : alone),
         );
       }
     }

@@ -4,6 +4,7 @@ import type { CreateTransferError, CreateTransferResult, Ledger, TransferInput }
 import { type ApiError, apiError, assertNever } from '../../errors.js';
 import { ledgerResultsPerIntent, moneyOutcomeOf, voidRefusedChains } from '../money/apply-transfers.js';
 import { checkJson, type Guard, type GuardRefusal, recipientLimitKeysOf, refusalError } from './guard.js';
+import { committing } from './commit-unanswered.js';
 import { type ConfirmCommit, type ConfirmOutcome, commitConfirmBatch } from './confirm-commit.js';
 import { GroupCommit } from './group-commit.js';
 import { BetLost, type LedgerCall } from './ledger-call.js';
@@ -79,7 +80,7 @@ export class IntentCommitter {
     const commitAs = (batch: readonly IntentCommit[], call: LedgerCall) =>
       withIntentIds(
         batch.map((item) => item.intent.id),
-        () => db.transaction((tx) => commitBatch(tx, ledger, batch, call)),
+        () => committing(db, (tx) => commitBatch(tx, ledger, batch, call)),
       );
     this.group = new GroupCommit(betting(commitAs, ledgerCall, observeBatch), {
       batchMax: BATCH_MAX,
@@ -102,7 +103,7 @@ export class IntentCommitter {
     // Their ledger call waits for the claim's answer: sent with the claim it measured no faster
     // (docs/PERFORMANCE.md, Log, "the confirm's ledger call").
     const confirmAs = async (batch: readonly ConfirmCommit[]) => {
-      const outcomes = await db.transaction((tx) => commitConfirmBatch(tx, ledger, batch));
+      const outcomes = await committing(db, (tx) => commitConfirmBatch(tx, ledger, batch));
       observeBatch(batch.length);
       return outcomes;
     };

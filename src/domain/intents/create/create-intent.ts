@@ -1,5 +1,4 @@
 import { createHash, createHmac } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { v7 as uuidv7 } from 'uuid';
 import type { Database } from '../../../adapters/database.js';
 import type { Permissions } from '../../admin/service-keys.js';
@@ -18,6 +17,7 @@ import { checkOverridePermissions, resolveAccounts, type ResolvedAccounts } from
 import { calculateFees, feeLegs } from './fee-calculation.js';
 import { bodyRuleViolation, type IntentRequest, requestFingerprint } from './intent-request.js';
 import { findIntentByKey, type Intent, type IntentLookup, type NewIntent, type Transition } from '../store/intent-store.js';
+import { failureOf, storedDespite } from '../commit/commit-unanswered.js';
 import type { IntentCommitter } from '../commit/intent-commit.js';
 import { type MoneyPlan, reserveTransfer, settleTransfers } from '../money/money-path.js';
 import type { PayerLocks } from './payer-locks.js';
@@ -75,12 +75,11 @@ export async function createIntent(deps: IntentDeps, input: CreateIntentInput): 
     let attempt: Attempt;
     try {
       attempt = await validateAndPersist(deps, input, fingerprint, intentId);
-    } catch (error) {
-      if (!(error instanceof ApiError)) {
-        const own = await storedByThisRequest(deps, input, intentId).catch(() => null);
-        if (own === null) throw error;
-        return { replayed: false, intent: own };
-      }
+    } catch (thrown) {
+      const own = await storedDespite(thrown, () => ownPayment(deps, input, intentId));
+      if (own !== null) return { replayed: false, intent: own };
+      const error = failureOf(thrown);
+      if (!(error instanceof ApiError)) throw error;
       const existing = await findIntentByKey(deps.db, serviceId, request.idempotencyKey);
       if (existing === null) throw error;
       return replayOf(existing, fingerprint);
@@ -113,26 +112,18 @@ type Attempt = { kind: 'duplicate' } | { kind: 'stored'; outcome: Extract<Persis
 
 /**
  * A COMMIT can go through and its answer be lost (a connection cut right then): the request then
- * meets an error, or its batch's one-by-one retry meets the stored key, though its own payment
- * is stored. Told by the intent's id, drawn by this request before anything was written, such a
- * payment is answered as created, not replayed or failed; a FAILED one keeps the answer a retry
- * would get.
+ * meets a CommitUnanswered, or its batch's one-by-one retry meets the stored key, though its own
+ * payment is stored. Told by the intent's id, drawn by this request before anything was written,
+ * such a payment is answered as created, not replayed or failed; a FAILED one keeps the answer a
+ * retry would get.
  */
 function isThisRequests(stored: Intent, intentId: string): boolean {
   return stored.id === intentId && stored.status !== 'FAILED';
 }
 
-/**
- * How long the answer to an error waits to learn whether its payment was stored all the same: the
- * error is often the database going away, and then the lookup would wait on it too.
- */
-const OWN_PAYMENT_LOOKUP_MS = 1_000;
-
-/** After an error that is not a refusal: this request's own payment, if it was stored all the same. */
-async function storedByThisRequest(deps: IntentDeps, input: CreateIntentInput, intentId: string): Promise<Intent | null> {
-  const lookup = findIntentByKey(deps.db, input.serviceId, input.request.idempotencyKey);
-  lookup.catch(() => {});
-  const stored = await Promise.race([lookup, sleep(OWN_PAYMENT_LOOKUP_MS, null, { ref: false })]);
+/** This request's own payment, if it is stored under its key. */
+async function ownPayment(deps: IntentDeps, input: CreateIntentInput, intentId: string): Promise<Intent | null> {
+  const stored = await findIntentByKey(deps.db, input.serviceId, input.request.idempotencyKey);
   return stored !== null && isThisRequests(stored, intentId) ? stored : null;
 }
 
@@ -413,6 +404,7 @@ function stored(draft: NewIntent, createdAt: Date): Intent {
     cancelReason: null,
     redeemedByUserId: null,
     confirmIdempotencyKey: null,
+    confirmAttemptId: null,
     settlementDate: null,
     createdAt,
     updatedAt: createdAt,

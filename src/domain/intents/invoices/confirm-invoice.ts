@@ -1,14 +1,16 @@
+import { randomUUID } from 'node:crypto';
 import type { Sql } from '../../../adapters/database.js';
 import { ledgerAccountId } from '../../../ledger/account-id.js';
 import { type AccountRecord, lookupAccount } from '../../accounts.js';
 import { type ConfigSnapshot, feeRulesOf } from '../../config-snapshot.js';
-import { apiError } from '../../errors.js';
+import { apiError, assertNever } from '../../errors.js';
 import type { FeeResult } from '../../fees/index.js';
 import { applicableLimitRules, limitChecks, loadLimitRules } from '../../limits.js';
 import type { Logger } from '../../../adapters/logger.js';
 import { transitAccountName } from '../../channels.js';
 import type { IntentDeps } from '../create/create-intent.js';
 import { calculateFees, feeLegs } from '../create/fee-calculation.js';
+import { failureOf, storedDespite } from '../commit/commit-unanswered.js';
 import { invoiceLockKey, ownInvoice } from './invoice-access.js';
 import { findIntent, type Intent, type Transition } from '../store/intent-store.js';
 import { type MoneyLeg, type MoneyPlan, reserveTransfer, settleTransfers } from '../money/money-path.js';
@@ -38,63 +40,101 @@ export interface ConfirmAnswer {
  * VALIDATED, docs/rules.md R26), the limit check, the ledger batch and the final status commit in one
  * transaction, so a crash never leaves a claimed invoice without its money or its failure.
  * Lack of funds or a limit is an answer, not an error (docs/rules.md R27): 200 with status FAILED.
+ *
+ * A COMMIT can go through and its answer be lost (a connection cut right then): the request then
+ * meets a CommitUnanswered, or its batch's one-by-one retry finds the invoice claimed, though the
+ * claim is its own. Told by the attempt id, drawn before anything was written and stored with the
+ * claim, such a confirm is answered as the confirm it is, not as a 5xx or a replay.
  */
 export async function confirmInvoice(deps: IntentDeps, input: ConfirmInvoiceInput): Promise<ConfirmAnswer> {
+  const attemptId = randomUUID();
   // Confirms of one invoice queue behind each other in this process, so a loser learns the
   // winner's outcome (ALREADY_PROCESSED, or its own replay) instead of tripping the payer lock.
   return deps.locks.oneAtATime(invoiceLockKey(input.intentId), async () => {
-    // Both reads in one round trip, each shared with the requests that arrive meanwhile; the checks keep their order.
-    const [found, payerFound] = await Promise.all([deps.intents(input.intentId), lookupAccount(deps.accounts, input.payerLedgerAccountId)]);
-    const intent = ownInvoice(found, input.serviceId, input.intentId, 'confirm');
-    if (input.actor !== 0 && input.actor !== input.payerUserId) {
-      throw apiError('PAYER_ACCOUNT_USER_MISMATCH', `X-User-Id ${input.actor} is not the payer ${input.payerUserId}`);
+    try {
+      return await attemptConfirm(deps, input, attemptId);
+    } catch (thrown) {
+      const own = await storedDespite(thrown, () => ownConfirm(deps.db, input.intentId, attemptId));
+      if (own === null) throw failureOf(thrown);
+      logConfirmed(input, own);
+      return { replayed: false, intent: own };
     }
-    if (verdict(intent, input, new Date()) === 'replay') return { replayed: true, intent };
-    const payer = payerAccount(payerFound, intent, input);
-    const config = input.config ?? null;
-    // The invoice's amount, currency and metadata never change, so its fees can be priced
-    // before the transaction: the sandboxed rules then never run while the invoice row is locked.
-    const fees = await calculateFees(
-      deps.db,
-      deps.fees,
-      {
-        operationType: intent.operationType,
-        amount: intent.amount,
-        currency: intent.currency,
-        metadata: intent.metadata,
-      },
-      config === null ? undefined : feeRulesOf(config, intent.operationType),
-    );
-    if (fees.postFee > intent.amount) throw apiError('BAD_REQUEST', `post fee ${fees.postFee} exceeds the amount ${intent.amount}`);
-    const legs = await feeLegs(deps.accounts, fees);
-
-    return deps.locks.withPayer(input.payerUserId, async () => {
-      const outcome = await redeem(deps, intent, { payer, fees, legs, input });
-      if (outcome.kind === 'replay') return { replayed: true, intent: outcome.intent };
-      if (outcome.intent.live)
-        void deps.publisher.publish(
-          intent.id,
-          outcome.transitions.map((t) => t.to),
-          outcome.intent.updatedAt,
-        );
-      input.log
-        .child({ traceId: intent.id })
-        .info(
-          { status: outcome.intent.status, failureReason: outcome.intent.failureReason, payer: payer.accountName },
-          'invoice confirmed',
-        );
-      return { replayed: false, intent: outcome.intent };
-    });
   });
 }
 
+async function attemptConfirm(deps: IntentDeps, input: ConfirmInvoiceInput, attemptId: string): Promise<ConfirmAnswer> {
+  // Both reads in one round trip, each shared with the requests that arrive meanwhile; the checks keep their order.
+  const [found, payerFound] = await Promise.all([deps.intents(input.intentId), lookupAccount(deps.accounts, input.payerLedgerAccountId)]);
+  const intent = ownInvoice(found, input.serviceId, input.intentId, 'confirm');
+  if (input.actor !== 0 && input.actor !== input.payerUserId) {
+    throw apiError('PAYER_ACCOUNT_USER_MISMATCH', `X-User-Id ${input.actor} is not the payer ${input.payerUserId}`);
+  }
+  const seen = verdict(intent, input, attemptId, new Date());
+  if (seen !== 'proceed') return { replayed: seen === 'replay', intent };
+  const payer = payerAccount(payerFound, intent, input);
+  const config = input.config ?? null;
+  // The invoice's amount, currency and metadata never change, so its fees can be priced
+  // before the transaction: the sandboxed rules then never run while the invoice row is locked.
+  const fees = await calculateFees(
+    deps.db,
+    deps.fees,
+    {
+      operationType: intent.operationType,
+      amount: intent.amount,
+      currency: intent.currency,
+      metadata: intent.metadata,
+    },
+    config === null ? undefined : feeRulesOf(config, intent.operationType),
+  );
+  if (fees.postFee > intent.amount) throw apiError('BAD_REQUEST', `post fee ${fees.postFee} exceeds the amount ${intent.amount}`);
+  const legs = await feeLegs(deps.accounts, fees);
+
+  return deps.locks.withPayer(input.payerUserId, async () => {
+    const outcome = await redeem(deps, intent, { payer, fees, legs, input, attemptId });
+    switch (outcome.kind) {
+      case 'replay':
+        return { replayed: true, intent: outcome.intent };
+      case 'own':
+        logConfirmed(input, outcome.intent);
+        return { replayed: false, intent: outcome.intent };
+      case 'done':
+        if (outcome.intent.live)
+          void deps.publisher.publish(
+            intent.id,
+            outcome.transitions.map((t) => t.to),
+            outcome.intent.updatedAt,
+          );
+        logConfirmed(input, outcome.intent);
+        return { replayed: false, intent: outcome.intent };
+      default:
+        return assertNever(outcome);
+    }
+  });
+}
+
+/** The claim is this request's own: its attempt id was stored with it. */
+const isThisRequests = (stored: Intent, attemptId: string) => stored.confirmAttemptId === attemptId;
+
+/** The invoice, if this request's own claim redeemed it. */
+async function ownConfirm(sql: Sql, intentId: string, attemptId: string): Promise<Intent | null> {
+  const stored = await findIntent(sql, intentId);
+  return stored !== null && isThisRequests(stored, attemptId) ? stored : null;
+}
+
+function logConfirmed(input: ConfirmInvoiceInput, intent: Intent): void {
+  input.log
+    .child({ traceId: intent.id })
+    .info({ status: intent.status, failureReason: intent.failureReason, payer: intent.fromAccountName }, 'invoice confirmed');
+}
+
 /**
- * Whether a confirm may go on, is the replay of the confirm that processed the invoice, or is
- * refused (thrown). An already swept invoice answers EXPIRED, as it did the moment before the
+ * Whether a confirm may go on, finds its own claim (committed, its answer lost), is the replay of
+ * the confirm that processed the invoice, or is refused (thrown). An already swept invoice answers EXPIRED, as it did the moment before the
  * sweep, so a client sees one answer for one invoice whenever it asks.
  */
-function verdict(intent: Intent, input: ConfirmInvoiceInput, now: Date): 'proceed' | 'replay' {
+function verdict(intent: Intent, input: ConfirmInvoiceInput, attemptId: string, now: Date): 'proceed' | 'replay' | 'own' {
   if (intent.status !== 'CREATED') {
+    if (isThisRequests(intent, attemptId)) return 'own';
     if (intent.confirmIdempotencyKey === input.idempotencyKey && intent.redeemedByUserId === input.payerUserId) return 'replay';
     if (intent.status === 'EXPIRED') throw expired();
     throw apiError('ALREADY_PROCESSED', `invoice is ${intent.status}`, { bare: true, extra: { status: intent.status } });
@@ -128,9 +168,10 @@ interface Redemption {
   readonly fees: FeeResult;
   readonly legs: readonly MoneyLeg[];
   readonly input: ConfirmInvoiceInput;
+  readonly attemptId: string;
 }
 
-type RedeemOutcome = { kind: 'replay'; intent: Intent } | { kind: 'done'; intent: Intent; transitions: readonly Transition[] };
+type RedeemOutcome = { kind: 'replay' | 'own'; intent: Intent } | { kind: 'done'; intent: Intent; transitions: readonly Transition[] };
 
 /**
  * The claim (CREATED → VALIDATED, docs/rules.md R26, the one conditional step that decides which
@@ -165,6 +206,7 @@ async function redeem(deps: IntentDeps, seen: Intent, r: Redemption): Promise<Re
     expectedVersion: r.input.expectedVersion,
     payer: { accountName: r.payer.accountName, userId: r.input.payerUserId },
     confirmIdempotencyKey: r.input.idempotencyKey,
+    attemptId: r.attemptId,
     actor: r.input.actor,
     fees: {
       preFee: r.fees.preFee,
@@ -174,18 +216,20 @@ async function redeem(deps: IntentDeps, seen: Intent, r: Redemption): Promise<Re
     transfers: [reserveTransfer(plan, deps.settings.ledgerPendingTimeoutS), ...settleTransfers(plan)],
     guard: { payerUserId: r.payer.userId, checks: limitChecks(rules, subject, new Date()) },
   });
-  if (outcome.kind === 'lost') return { kind: 'replay', intent: await lostClaim(deps.db, seen.id, r.input) };
+  if (outcome.kind === 'lost') return lostClaim(deps.db, seen.id, r);
   return outcome;
 }
 
 /**
  * Someone else changed the invoice between our read and our claim: answer as if we had read it
  * afterwards. If it still looks claimable, the database clock passed expiresAt, the one guard
- * our own clock cannot see.
+ * our own clock cannot see. The claim found may be this request's own, committed by its batch
+ * whose COMMIT answer was lost before the retry alone.
  */
-async function lostClaim(sql: Sql, intentId: string, input: ConfirmInvoiceInput): Promise<Intent> {
+async function lostClaim(sql: Sql, intentId: string, r: Redemption): Promise<RedeemOutcome> {
   const current = await findIntent(sql, intentId);
   if (current === null) throw new Error(`intent ${intentId} vanished during its confirm`);
-  if (verdict(current, input, new Date()) === 'replay') return current;
-  throw expired();
+  const seen = verdict(current, r.input, r.attemptId, new Date());
+  if (seen === 'proceed') throw expired();
+  return { kind: seen, intent: current };
 }

@@ -42,6 +42,8 @@ export interface Intent {
   readonly issuedByUserId: number | null;
   readonly redeemedByUserId: number | null;
   readonly confirmIdempotencyKey: string | null;
+  /** Drawn by the confirm request whose claim redeemed the invoice (confirm-invoice.ts). */
+  readonly confirmAttemptId: string | null;
   readonly transferIds: readonly string[];
   readonly createdAt: Date;
   readonly updatedAt: Date;
@@ -84,6 +86,7 @@ const COLUMNS: ReadonlyArray<readonly [keyof Intent, string]> = [
   ['issuedByUserId', 'issued_by_user_id'],
   ['redeemedByUserId', 'redeemed_by_user_id'],
   ['confirmIdempotencyKey', 'confirm_idempotency_key'],
+  ['confirmAttemptId', 'confirm_attempt_id'],
   ['transferIds', 'transfer_ids'],
   ['createdAt', 'created_at'],
   ['updatedAt', 'updated_at'],
@@ -113,6 +116,7 @@ export type NewIntent = Omit<
   | 'cancelReason'
   | 'redeemedByUserId'
   | 'confirmIdempotencyKey'
+  | 'confirmAttemptId'
   | 'settlementDate'
 >;
 
