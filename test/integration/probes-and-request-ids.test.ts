@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { readdirSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, openDatabase } from '../../src/adapters/database.js';
 import { migrate } from '../../src/adapters/migrations.js';
@@ -15,7 +16,12 @@ import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 
 const pgUrl = (process.env.DATABASE_URL ?? '').startsWith('postgres') ? process.env.DATABASE_URL : undefined;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-const LATEST_MIGRATION = '019-settled-payee-index-merchants-only';
+// The newest shipped migration, whichever it is: the probe must name the one that is pending.
+const LATEST_MIGRATION = readdirSync(new URL('../../migrations/', import.meta.url))
+  .filter((name) => name.endsWith('.sql'))
+  .sort()
+  .at(-1)!
+  .replace(/\.sql$/, '');
 
 const lines: Array<Record<string, unknown>> = [];
 const rawLines: string[] = [];
