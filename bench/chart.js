@@ -102,6 +102,11 @@ export function writeChart(r, path) {
         { label: 'invoice issue + confirm pairs', value: s.invoicePairsSaturatedPerS, color: '#72b7b2' },
         { label: 'POST /policies/evaluate (1,000 policies)', value: s.policyEvaluationsPerS, color: '#54a24b' },
         { label: 'P2P settled on embedded PGlite', value: s.pgliteP2pSaturatedPerS, color: '#eeca3b' },
+        ...s.pgliteWithRefusals.map((x) => ({
+          label: `PGlite P2P settled, ${x.refusedShare * 100} % refused`,
+          value: x.settledPerS,
+          color: '#eeca3b',
+        })),
       ],
       '/s',
     ),

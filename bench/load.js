@@ -27,6 +27,14 @@ import { ledgerAccountId } from '../dist/ledger/account-id.js';
  * @property {number} [connectionsMax]
  * @property {number} [inFlightMax]
  * @property {Payees} [payees]
+ * @property {Refusals} [refusals]
+ */
+/**
+ * Payments the ledger refuses, closed loop only: of each worker's payments, the share `share`
+ * (evenly spread, worker w's i-th when ⌊(i + w + 1)·share⌋ > ⌊(i + w)·share⌋) comes from a payer
+ * of `payers` who was never funded and is never paid, and is answered 422 INSUFFICIENT_FUNDS.
+ * Worker w pays from `payers`' w-th user, so `payers` needs one user per worker.
+ * @typedef {{ share: number, payers: [first: number, count: number] }} Refusals
  */
 /**
  * P2P recipients: absent, each payer pays the next users in turn (uniform over all of them);
@@ -43,6 +51,9 @@ import { ledgerAccountId } from '../dist/ledger/account-id.js';
  * @property {number | null} concurrency
  * @property {number | null} offeredPerS
  * @property {Payees | null} [payees]
+ * @property {number} [refusedShare] with `refusals`: the share of payments sent to be refused
+ * @property {number} [refused] with `refusals`: payments answered 422 INSUFFICIENT_FUNDS, as they should be (not in `ok` or `errors`)
+ * @property {number} [refusedPerS]
  * @property {number} durationS
  * @property {number} ok
  * @property {number} throughputPerS
@@ -75,6 +86,7 @@ const {
   // run's length) without telling more: later requests are counted as dropped, not sent.
   inFlightMax = 2_000,
   payees,
+  refusals,
 } = opts;
 const [firstUser, userCount] = users;
 const [firstMerchant, merchantCount] = merchants;
@@ -107,6 +119,10 @@ function zipfSampler({ zipfS, count }) {
   };
 }
 const drawHotPayee = payees === undefined ? null : zipfSampler(payees);
+if (refusals !== undefined && (kind !== 'p2p' || mode !== 'closed' || refusals.payers[1] < concurrency))
+  throw new Error('refusals: P2P in a closed loop, with a refused payer per worker');
+/** A refused payment's answer: counted apart from the settled ones and the errors. */
+const REFUSED = 'refused';
 
 /**
  * @param {number} u payer
@@ -169,6 +185,9 @@ async function work(u, n) {
         u,
       );
       if (kind === 'bare') return r.status === 200 ? null : `http_${r.status}`;
+      if (refusals !== undefined && u >= refusals.payers[0] && u < refusals.payers[0] + refusals.payers[1]) {
+        return r.status === 422 && r.text.includes('"INSUFFICIENT_FUNDS"') ? REFUSED : `refused_payer_${r.status}:${r.text.slice(0, 60)}`;
+      }
       if (r.status !== 201) return `http_${r.status}:${r.text.slice(0, 60)}`;
       return r.text.includes('"SETTLED"') ? null : 'not_settled';
     }
@@ -224,6 +243,7 @@ const generatorDelay = monitorEventLoopDelay({ resolution: 5 });
 /** @type {Record<string, number>} */
 const errors = {};
 let measuredOk = 0;
+let measuredRefused = 0;
 let sent = 0;
 const start = performance.now();
 const warmEnd = start + warmupS * 1000;
@@ -238,7 +258,8 @@ setTimeout(() => generatorDelay.reset(), warmupS * 1000).unref();
 function record(dueAt, error) {
   const doneAt = performance.now();
   if (dueAt < warmEnd) return;
-  if (error !== null) errors[error] = (errors[error] ?? 0) + 1;
+  if (error === REFUSED) measuredRefused++;
+  else if (error !== null) errors[error] = (errors[error] ?? 0) + 1;
   else {
     measuredOk++;
     latenciesMs.push(doneAt - dueAt);
@@ -253,7 +274,8 @@ async function closedLoop() {
   await Promise.all(
     Array.from({ length: concurrency }, async (_, w) => {
       for (let i = 0; performance.now() < end; i++) {
-        const u = firstUser + w + concurrency * (i % perWorker);
+        const refused = refusals !== undefined && Math.floor((i + w + 1) * refusals.share) > Math.floor((i + w) * refusals.share);
+        const u = refused ? refusals.payers[0] + w : firstUser + w + concurrency * (i % perWorker);
         const dueAt = performance.now();
         sent++;
         record(dueAt, await work(u, sent).catch((e) => `exception:${e.code ?? e.message}`));
@@ -314,6 +336,9 @@ process.stdout.write(
     mode,
     concurrency: mode === 'closed' ? concurrency : null,
     payees: payees ?? null,
+    ...(refusals === undefined
+      ? {}
+      : { refusedShare: refusals.share, refused: measuredRefused, refusedPerS: Math.round(measuredRefused / elapsedS) }),
     offeredPerS: mode === 'open' ? rate : null,
     durationS: Math.round(elapsedS * 10) / 10,
     ok: measuredOk,

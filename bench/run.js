@@ -1,7 +1,7 @@
 // npm run bench [-- --soak-s 600 --phase-s 20 --skip-pglite --profile --only p2p,floors --help]
 //
 // --only runs some sections (p2p, latency, invoice, invoice-rates, floors, floor-batch, hot-payee,
-// cpu, policies, stored, soak, pglite; docs/PERFORMANCE.md, How to run) for a
+// cpu, policies, stored, soak, pglite, pglite-refusals; docs/PERFORMANCE.md, How to run) for a
 // quick A/B of one change; it writes bench/results/partial-<time>.json and leaves latest.json and
 // the chart to full runs.
 //
@@ -27,6 +27,7 @@ import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
 /** @typedef {import('../dist/adapters/database.js').Database} Database */
 /** @typedef {import('./load.js').LoadOptions} LoadOptions */
 /** @typedef {import('./load.js').LoadResult} LoadResult */
+/** @typedef {import('./load.js').Refusals} Refusals */
 /**
  * The measuring scripts this file runs as child processes: what each takes and what it prints.
  * @typedef {{
@@ -73,7 +74,14 @@ import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
  * @typedef {{ windowS: number, settledIntents: number, payorchUs: number | null, postgresBackendsUs: number | null, postgresAllUs: number | null, postgresBackends: number, wal: Awaited<ReturnType<typeof walPerIntent>>, heap: ReturnType<typeof heapPerIntent> }} CpuPerIntent
  */
 /** @typedef {LoadResult & { cpuPerIntent: CpuPerIntent }} CpuMeasuredLoad */
-/** @typedef {{ p2pSaturation: LoadResult, p2pSaturationByConcurrency: LoadResult[], p2pLatency: LoadResult[], peakRssMb: number }} PgliteResults */
+/**
+ * @typedef {object} PgliteResults
+ * @property {LoadResult} [p2pSaturation]
+ * @property {LoadResult[]} [p2pSaturationByConcurrency]
+ * @property {LoadResult[]} [p2pLatency]
+ * @property {LoadResult[]} [p2pWithRefusals] closed loops with a share of payments refused by the ledger, by share and in-flight level
+ * @property {number} peakRssMb
+ */
 /**
  * What bench/results/*.json hold.
  * @typedef {object} BenchResults
@@ -139,6 +147,13 @@ const SATURATION_CONCURRENCY = [16, 32, 64, 128];
  * trying a realistic load sends, where group commit fills its batches (docs/PERFORMANCE.md).
  */
 const PGLITE_SATURATION_CONCURRENCY = [8, 32, 64];
+/**
+ * PGlite's pass with refusals: this share of the payments comes from payers who have no money, at
+ * the in-flight levels where group commit's batches are large. A refused transfer is an everyday
+ * answer, and a batch that holds one cannot commit the way one without does (docs/PERFORMANCE.md).
+ */
+const PGLITE_REFUSED_SHARES = [0.05, 0.2];
+const PGLITE_REFUSAL_CONCURRENCY = [32, 64];
 /** Alternated pairs of the stored phase (one side 200,000+ intents, the other none). */
 const STORED_PAIRS = 4;
 const OFFERED_RATES = [250, 500, 1000];
@@ -170,12 +185,13 @@ const SECTIONS = [
   'stored',
   'soak',
   'pglite',
+  'pglite-refusals',
 ];
 const only = args.only === undefined ? null : new Set(String(args.only).split(','));
 if (only !== null)
   for (const name of only) if (!SECTIONS.includes(name)) throw new Error(`--only: unknown section ${name} (${SECTIONS.join(', ')})`);
 /** @param {string} section */
-const runs = (section) => (section === 'pglite' ? !args['skip-pglite'] : true) && (only === null || only.has(section));
+const runs = (section) => (section.startsWith('pglite') ? !args['skip-pglite'] : true) && (only === null || only.has(section));
 
 /** @param {...unknown} m */
 const log = (...m) => console.error(`[bench ${new Date().toISOString().slice(11, 19)}]`, ...m);
@@ -580,7 +596,7 @@ async function main() {
   const base = { secret, service: SERVICE, users: USERS, durationS: PHASE_S };
 
   // ── PostgreSQL ──
-  if (SECTIONS.some((section) => section !== 'pglite' && runs(section))) {
+  if (SECTIONS.some((section) => !section.startsWith('pglite') && runs(section))) {
     const databaseUrl = await recreateDatabase();
     {
       const admin = new pg.Client({ connectionString: databaseUrl });
@@ -837,7 +853,7 @@ async function main() {
   }
 
   // ── PGlite ──
-  if (runs('pglite')) results.pglite = await pglitePass(base, secret, configFile);
+  if (runs('pglite') || runs('pglite-refusals')) results.pglite = await pglitePass(base, secret, configFile);
 
   results.loadAvgAtEnd = loadavg().map((x) => Math.round(x * 100) / 100);
   if (only !== null) {
@@ -1000,35 +1016,66 @@ async function pglitePass(base, secret, configFile) {
   const server = await startPayorch({ DATABASE_URL: '', DATA_DIR: dataDir, CONFIG_FILE: configFile }, 'pglite');
   /** @type {[first: number, count: number]} */
   const users = [1, 400];
+  /** @type {[first: number, count: number]} Never funded, never paid: the refused payers, one per worker. */
+  const unfunded = [users[0] + users[1], Math.max(...PGLITE_REFUSAL_CONCURRENCY)];
+  /** @type {PgliteResults} */
+  const result = { peakRssMb: 0 };
+  /**
+   * @param {number} concurrency
+   * @param {Refusals} [refusals]
+   */
+  const closedLoop = (concurrency, refusals) =>
+    runJson('load.js', {
+      ...base,
+      users,
+      url: server.url,
+      kind: 'p2p',
+      mode: 'closed',
+      concurrency,
+      durationS: Math.min(PHASE_S, 15),
+      ...(refusals === undefined ? {} : { refusals }),
+    });
   try {
     log('PGlite: creating and funding', users[1], 'users over HTTP');
-    await runSetup(server.url, secret, users);
+    await runSetup(server.url, secret, users, USER_BALANCE);
+    if (runs('pglite-refusals')) await runSetup(server.url, secret, unfunded, 0);
     await runJson('load.js', { ...base, users, url: server.url, kind: 'p2p', mode: 'closed', concurrency: 8, durationS: 3 });
-    const { byConcurrency: p2pSaturationByConcurrency, fastest: p2pSaturation } = await saturate(
-      PGLITE_SATURATION_CONCURRENCY,
-      async (concurrency) => {
-        /** @type {LoadResult} */
-        const load = await runJson('load.js', {
-          ...base,
-          users,
-          url: server.url,
-          kind: 'p2p',
-          mode: 'closed',
-          concurrency,
-          durationS: Math.min(PHASE_S, 15),
-        });
+    if (runs('pglite')) {
+      const { byConcurrency, fastest } = await saturate(PGLITE_SATURATION_CONCURRENCY, async (concurrency) => {
+        const load = await closedLoop(concurrency);
         log('PGlite', concurrency, 'in flight:', load.throughputPerS, '/s, p99', load.latencyMs.p99, 'ms');
         return load;
-      },
-    );
-    /** @type {LoadResult[]} */
-    const p2pLatency = [];
-    for (const rate of [100, 250])
-      p2pLatency.push(
-        await runJson('load.js', { ...base, users, url: server.url, kind: 'p2p', mode: 'open', rate, durationS: Math.min(PHASE_S, 15) }),
-      );
-    log('PGlite saturated', p2pSaturation.throughputPerS, '/s at', p2pSaturation.concurrency, 'in flight');
-    return { p2pSaturation, p2pSaturationByConcurrency, p2pLatency, peakRssMb: server.status().peakRssMb };
+      });
+      result.p2pSaturationByConcurrency = byConcurrency;
+      result.p2pSaturation = fastest;
+      result.p2pLatency = [];
+      for (const rate of [100, 250])
+        result.p2pLatency.push(
+          await runJson('load.js', { ...base, users, url: server.url, kind: 'p2p', mode: 'open', rate, durationS: Math.min(PHASE_S, 15) }),
+        );
+      log('PGlite saturated', fastest.throughputPerS, '/s at', fastest.concurrency, 'in flight');
+    }
+    if (runs('pglite-refusals')) {
+      result.p2pWithRefusals = [];
+      for (const share of PGLITE_REFUSED_SHARES)
+        for (const concurrency of PGLITE_REFUSAL_CONCURRENCY) {
+          const load = await closedLoop(concurrency, { share, payers: unfunded });
+          result.p2pWithRefusals.push(load);
+          log(
+            `PGlite, ${share * 100} % refused,`,
+            concurrency,
+            'in flight:',
+            load.throughputPerS,
+            'settled /s,',
+            load.refusedPerS,
+            'refused /s, p99',
+            load.latencyMs?.p99,
+            'ms',
+          );
+        }
+    }
+    result.peakRssMb = server.status().peakRssMb;
+    return result;
   } finally {
     await server.stop();
     rmSync(dataDir, { recursive: true, force: true });
@@ -1040,8 +1087,9 @@ async function pglitePass(base, secret, configFile) {
  * @param {string} url
  * @param {string} secret
  * @param {[first: number, count: number]} users
+ * @param {number} balance satang each; 0: no top-up
  */
-async function runSetup(url, secret, [first, count]) {
+async function runSetup(url, secret, [first, count], balance) {
   const { signedHeaders } = await import('../dist/domain/signing.js');
   /**
    * @param {string} path
@@ -1059,7 +1107,8 @@ async function runSetup(url, secret, [first, count]) {
   };
   for (let u = first; u < first + count; u++) {
     await call('/accounts', { userId: u, currency: 'THB' }, u);
-    await call('/intents', { idempotencyKey: randomUUID(), operationType: 'QP_TOPUP', amount: USER_BALANCE, currency: 'THB' }, u);
+    if (balance > 0)
+      await call('/intents', { idempotencyKey: randomUUID(), operationType: 'QP_TOPUP', amount: balance, currency: 'THB' }, u);
   }
 }
 
@@ -1092,7 +1141,15 @@ function summarize(r) {
     rssGrowthPct: p.soak.rssGrowthPct,
     liveHeapGrowthPct: p.soak.liveHeapGrowthPct,
     peakRssMb: p.soak.peakRssMb,
-    pgliteP2pSaturatedPerS: r.pglite?.p2pSaturation.throughputPerS ?? null,
+    pgliteP2pSaturatedPerS: r.pglite?.p2pSaturation?.throughputPerS ?? null,
+    // The fastest in-flight level of each refused share.
+    pgliteWithRefusals: PGLITE_REFUSED_SHARES.map((share) => {
+      /** @type {LoadResult | undefined} */
+      let fastest;
+      for (const x of r.pglite?.p2pWithRefusals ?? [])
+        if (x.refusedShare === share && (fastest === undefined || x.throughputPerS > fastest.throughputPerS)) fastest = x;
+      return { refusedShare: share, settledPerS: fastest?.throughputPerS ?? null, refusedPerS: fastest?.refusedPerS ?? null };
+    }),
     ...roundTwoFigures(r),
     loadAvg: { start: r.loadAvgAtStart, end: r.loadAvgAtEnd },
   };

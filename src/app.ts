@@ -116,7 +116,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const intentDeps = {
     db: deps.db,
     ledger,
-    committer: new IntentCommitter(deps.db, ledger, (size) => metrics.observeIntentBatch(size)),
+    committer: new IntentCommitter(
+      deps.db,
+      ledger,
+      (size) => metrics.observeIntentBatch(size),
+      (call, outcome) => metrics.observeIntentBet(call, outcome),
+    ),
     accounts: sharedAccountLookup(deps.db),
     intents: sharedIntentLookup(deps.db),
     fees: deps.fees,

@@ -4,6 +4,8 @@ import type { Ledger } from '../ledger/ledger.js';
 import type { AttemptOutcome, CircuitBreaker, PspxOperation } from './pspx/pspx-client.js';
 import { VERSION } from '../version.js';
 import { FEED_HORIZON_SQL } from '../domain/events/feed.js';
+import type { LedgerCall } from '../domain/intents/commit/ledger-call.js';
+import type { BetOutcome } from '../domain/intents/commit/intent-commit.js';
 
 /**
  * Prometheus metrics of one app instance. Each instance owns its registry (tests build several apps
@@ -52,6 +54,8 @@ export interface Metrics extends WorkerMetrics {
   observeLedgerBatch(result: LedgerBatchResult, seconds: number): void;
   /** Intents committed in one group-commit transaction. */
   observeIntentBatch(size: number): void;
+  /** A batch of new intents sent with a bet on its ledger call (docs/OPERATIONS.md, Metrics), and how the bet ended. */
+  observeIntentBet(call: LedgerCall, outcome: BetOutcome): void;
   readonly liveStreams: { inc(): void; dec(): void };
   /** A request refused 401, by a bounded reason (docs/SECURITY.md §5). */
   authFailure(reason: string): void;
@@ -122,6 +126,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     name: 'payorch_intent_commit_batch_size',
     help: 'Intents stored by one group-commit transaction of POST /intents.',
     buckets: [1, 2, 4, 8, 16, 32, 64],
+    registers,
+  });
+  const intentBets = new Counter({
+    name: 'payorch_intent_commit_bets_total',
+    help: 'Group-commit transactions of POST /intents by the ledger call they were sent with (a bet on every intent opening, and with-close on every transfer applying too) and whether the bet stood.',
+    labelNames: ['ledger_call', 'outcome'] as const,
     registers,
   });
   const pspInFlight = new Gauge({
@@ -224,6 +234,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     intentRefused: (operationType, error) => refused.inc({ operation_type: operationType, error }),
     observeLedgerBatch: (result, seconds) => ledgerDuration.observe({ result }, seconds),
     observeIntentBatch: (size) => intentBatch.observe(size),
+    observeIntentBet: (call, outcome) => intentBets.inc({ ledger_call: call, outcome }),
     pspInFlight: { inc: () => pspInFlight.inc(), dec: () => pspInFlight.dec() },
     pspInquiry: () => pspInquiries.inc(),
     pspEscalation: () => escalations.inc(),

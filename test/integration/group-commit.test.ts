@@ -65,6 +65,20 @@ afterAll(async () => t?.close());
 const pay = (payer: number, recipient: number, amount = AMOUNT) =>
   t.call('POST', '/intents', { user: payer, body: intentBody({ operationType: 'P2P_TRANSFER', amount, recipientUserId: recipient }) });
 
+/** payorch_intent_commit_bets_total by `ledger_call outcome`, e.g. `with-close lost`. */
+async function bets(): Promise<Record<string, number>> {
+  const text = (await t.call('GET', '/metrics')).body;
+  const counts: Record<string, number> = {};
+  for (const [, labels, value] of text.matchAll(/^payorch_intent_commit_bets_total\{([^}]*)\} (\S+)$/gm)) {
+    const label = (name: string) => new RegExp(`${name}="([^"]*)"`).exec(labels!)?.[1];
+    counts[`${label('ledger_call')} ${label('outcome')}`] = Number(value);
+  }
+  return counts;
+}
+
+const betsSince = (before: Record<string, number>, after: Record<string, number>) =>
+  Object.fromEntries(Object.keys(after).flatMap((key) => (after[key] === before[key] ? [] : [[key, after[key]! - (before[key] ?? 0)]])));
+
 async function batchSizes(): Promise<{ count: number; sum: number }> {
   const text = (await t.call('GET', '/metrics')).body;
   const read = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
@@ -93,6 +107,7 @@ describe('a burst of payments committed together', () => {
   it('settles every payment that may settle, refuses the rest alone, and batches them', async () => {
     const revenueBefore = await balance(t, 'system.revenue.THB');
     const before = await batchSizes();
+    const betsBefore = await bets();
     burst.on = true;
     const answers = await Promise.all([
       ...PAYERS.map((payer, i) => pay(payer, RECIPIENTS[i]!)),
@@ -137,6 +152,41 @@ describe('a burst of payments committed together', () => {
     expect(after.sum - before.sum).toBe(PAYERS.length + UNFUNDED.length + LIMITED_PAYERS.length);
     // Fewer transactions than payments: some were committed together.
     expect(after.count - before.count).toBeLessThan(after.sum - before.sum);
+    // The refusals were answered by batches that lost their bet and ran again: the path above is
+    // the lost bet's. PGlite's first batch bets on the closing statement too, and a refused
+    // transfer loses it; PostgreSQL's bets only that every intent opens, which a limit loses.
+    const lost = betsSince(betsBefore, await bets());
+    expect(lost[`${t.db.kind === 'pglite' ? 'with-close' : 'with-open'} lost`]).toBeGreaterThanOrEqual(1);
+  });
+
+  it('on PGlite, a lost bet on the closing statement is not placed again until eight batches in a row would have won it', async () => {
+    // One payment at a time: each is a batch of its own.
+    const paySettled = async (n: number) => {
+      for (let i = 0; i < n; i += 1) {
+        const res = await pay(PAYERS[24 + (i % 6)]!, RECIPIENTS[24 + ((i + 1) % 6)]!, 3);
+        expect(res.statusCode, res.body).toBe(201);
+        expect(res.json().status).toBe('SETTLED');
+      }
+    };
+    const pglite = t.db.kind === 'pglite';
+    await paySettled(8);
+
+    let before = await bets();
+    const refused = await pay(UNFUNDED[0]!, RECIPIENTS[24]!, 3);
+    expect(refused.statusCode, refused.body).toBe(422);
+    expect(refused.json().error).toBe('INSUFFICIENT_FUNDS');
+    // PostgreSQL's bet is only that the intent opens, which it did.
+    expect(betsSince(before, await bets())).toEqual(pglite ? { 'with-close lost': 1 } : { 'with-open won': 1 });
+
+    before = await bets();
+    await paySettled(8);
+    expect(betsSince(before, await bets()), 'sent without the bet on the closing statement').toEqual({ 'with-open won': 8 });
+    before = await bets();
+    await paySettled(1);
+    expect(betsSince(before, await bets()), 'the ninth bets again').toEqual(pglite ? { 'with-close won': 1 } : { 'with-open won': 1 });
+
+    expect(await balance(t, `user.${UNFUNDED[0]}.THB`)).toBe(0n);
+    await expectLedgerInvariants(t.db);
   });
 
   it('a payment refused as its intent is opened (a limit) moves no money; the payments batched with it settle', async () => {

@@ -7,7 +7,7 @@ import { checkJson, type Guard, type GuardRefusal, recipientLimitKeysOf, refusal
 import { committing } from './commit-unanswered.js';
 import { type ConfirmCommit, type ConfirmOutcome, commitConfirmBatch } from './confirm-commit.js';
 import { GroupCommit } from './group-commit.js';
-import { BetLost, type LedgerCall } from './ledger-call.js';
+import { BetLost, type LedgerCall, LedgerCallChoice } from './ledger-call.js';
 import { type HistoryRow, type NewIntent, newIntentRow, type Transition } from '../store/intent-store.js';
 import { voidTransfer } from '../money/money-path.js';
 import { assertTrail } from '../store/state-machine.js';
@@ -70,19 +70,25 @@ export class IntentCommitter {
   private readonly group: GroupCommit<IntentCommit, CommitOutcome>;
   private readonly confirms: GroupCommit<ConfirmCommit, ConfirmOutcome>;
 
-  constructor(db: Database, ledger: Ledger, observeBatch: (size: number) => void = () => {}) {
+  constructor(
+    db: Database,
+    ledger: Ledger,
+    observeBatch: (size: number) => void = () => {},
+    observeBet: (call: LedgerCall, outcome: BetOutcome) => void = () => {},
+  ) {
     // The ledger call leaves with intent_open_batch: on PostgreSQL in the same round trip. On
     // PGlite the closing statement leaves with them as well: its one connection is held by the
     // transaction, so while the answers crossed to this thread and the closing statement crossed
     // back, the database thread sat idle and every read waited (docs/PERFORMANCE.md, Log,
-    // "PGlite's batch in one pass").
-    const ledgerCall: LedgerCall = db.kind === 'pglite' ? 'with-close' : 'with-open';
+    // "PGlite's batch in one pass"). That bet is lost by every batch that holds a refused
+    // transfer, an everyday answer, so it is held back after a loss (LedgerCallChoice).
+    const choice = db.kind === 'pglite' ? new LedgerCallChoice('with-close', 'with-open') : new LedgerCallChoice('with-open', 'with-open');
     const commitAs = (batch: readonly IntentCommit[], call: LedgerCall) =>
       withIntentIds(
         batch.map((item) => item.intent.id),
         () => committing(db, (tx) => commitBatch(tx, ledger, batch, call)),
       );
-    this.group = new GroupCommit(betting(commitAs, ledgerCall, observeBatch), {
+    this.group = new GroupCommit(betting(commitAs, choice, observeBatch, observeBet), {
       batchMax: BATCH_MAX,
       flushesMax: FLUSHES_MAX,
       // A payment refused by the ledger still counted in the recipient limits of the intents
@@ -125,17 +131,26 @@ export class IntentCommitter {
   }
 }
 
+/** How a batch's bet on its ledger call ended; lost: rolled back and run again 'after-open'. */
+export type BetOutcome = 'won' | 'lost';
+
 /** A batch's flush: committed on the ledger call's bet, and again 'after-open' when the bet is lost. */
-function betting<Item, Outcome>(
-  commitAs: (batch: readonly Item[], call: LedgerCall) => Promise<Outcome[]>,
-  ledgerCall: LedgerCall,
+function betting(
+  commitAs: (batch: readonly IntentCommit[], call: LedgerCall) => Promise<CommitOutcome[]>,
+  choice: LedgerCallChoice,
   observeBatch: (size: number) => void,
+  observeBet: (call: LedgerCall, outcome: BetOutcome) => void,
 ) {
-  return async (batch: readonly Item[]) => {
-    const outcomes = await commitAs(batch, ledgerCall).catch((error: unknown) => {
-      if (error instanceof BetLost) return commitAs(batch, 'after-open');
-      throw error;
+  return async (batch: readonly IntentCommit[]) => {
+    const call = choice.next();
+    let outcome: BetOutcome = 'won';
+    const outcomes = await commitAs(batch, call).catch((error: unknown) => {
+      if (!(error instanceof BetLost)) throw error;
+      outcome = 'lost';
+      return commitAs(batch, 'after-open');
     });
+    choice.record(outcomes.every((o) => o.kind === 'stored' && o.failure === null));
+    observeBet(call, outcome);
     observeBatch(batch.length);
     return outcomes;
   };
