@@ -92,16 +92,19 @@ $$;
 
 -- Every movement of a plan, per account, in batch order (the debit side and the credit side).
 -- Only a new transfer can break a limit: posting at most the reserved amount, or releasing it,
--- only lowers exposure.
+-- only lowers exposure. Two scans of the plan, not a LATERAL VALUES list of both sides:
+-- PostgreSQL 15 builds a VALUES list's expressions again for every outer row, which cost nine
+-- times the two scans (docs/PERFORMANCE.md, Log, "the server's functions against plain SQL").
 CREATE OR REPLACE FUNCTION ledger_plan_movements(p_plan ledger_planned_transfer[])
 RETURNS TABLE (idx integer, account_id uuid, dp bigint, dpo bigint, cp bigint, cpo bigint, checks_debits boolean, checks_credits boolean)
 LANGUAGE sql IMMUTABLE AS $$
-  SELECT p.idx, m.account_id, m.dp, m.dpo, m.cp, m.cpo, m.checks_debits, m.checks_credits
+  SELECT p.idx, p.debit_account_id, p.pending_delta, p.posted_delta, 0::bigint, 0::bigint,
+         NOT ledger_resolves_pending(p.flags), false
     FROM unnest(p_plan) AS p
-   CROSS JOIN LATERAL (VALUES
-     (p.debit_account_id, p.pending_delta, p.posted_delta, 0::bigint, 0::bigint, NOT ledger_resolves_pending(p.flags), false),
-     (p.credit_account_id, 0::bigint, 0::bigint, p.pending_delta, p.posted_delta, false, NOT ledger_resolves_pending(p.flags))
-   ) AS m (account_id, dp, dpo, cp, cpo, checks_debits, checks_credits)
+  UNION ALL
+  SELECT p.idx, p.credit_account_id, 0::bigint, 0::bigint, p.pending_delta, p.posted_delta,
+         false, NOT ledger_resolves_pending(p.flags)
+    FROM unnest(p_plan) AS p
 $$;
 
 -- Adds the movements of a plan to the balance rows: guarded accounts on their one row, unguarded
@@ -120,12 +123,14 @@ BEGIN
          credits_pending = b.credits_pending + s.cp,
          credits_posted = b.credits_posted + s.cpo
     FROM (
+      -- Summed per account before the accounts are read, so that each is read once.
       SELECT m.account_id, CASE WHEN ledger_is_guarded(a.flags) THEN 0 ELSE v_shard END AS shard,
-             sum(m.dp) AS dp, sum(m.dpo) AS dpo, sum(m.cp) AS cp, sum(m.cpo) AS cpo
-        FROM ledger_plan_movements(p_plan) AS m
+             m.dp, m.dpo, m.cp, m.cpo
+        FROM (SELECT account_id, sum(dp) AS dp, sum(dpo) AS dpo, sum(cp) AS cp, sum(cpo) AS cpo
+                FROM ledger_plan_movements(p_plan)
+               GROUP BY account_id) AS m
         JOIN ledger_accounts a ON a.id = m.account_id
        WHERE NOT (p_unguarded_only AND ledger_is_guarded(a.flags))
-       GROUP BY m.account_id, a.flags
     ) AS s
    WHERE b.account_id = s.account_id AND b.shard = s.shard;
 END $$;

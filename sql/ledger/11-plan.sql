@@ -6,9 +6,9 @@
 --
 -- The plan, in stages:
 --   ledger_batch_events        the JSON events as columns
---   ledger_plan_lookups        each event with the stored rows it depends on: itself (already
---                              stored?), the pending transfer a post or void resolves (stored, or
---                              created earlier in the batch), its accounts' ledgers
+--   ledger_plan_lookups        each event with the rows it depends on: the pending transfer a post
+--                              or void resolves (created earlier in the batch, or stored), its
+--                              accounts' ledgers
 --   ledger_plan_events         each event as it would be stored, and whether it would apply
 --   ledger_plan_within_limits  the guarded accounts' running sums
 --   ledger_plan_batch          all of it: the batch as it would be stored, or NULL
@@ -27,18 +27,32 @@ LANGUAGE sql IMMUTABLE AS $$
     FROM jsonb_array_elements(p_batch) WITH ORDINALITY AS j (x, ord)
 $$;
 
--- Columns prefixed pending_: the pending transfer a post or void resolves, stored and still
--- pending, or created earlier in this batch. resolved_later_as: what a later event of the batch
--- does to this reservation ('posted', 'voided').
-CREATE OR REPLACE FUNCTION ledger_plan_lookups(p_batch jsonb, p_now timestamptz)
+-- Columns prefixed pending_: the pending transfer a post or void resolves, created earlier in this
+-- batch, or else stored and still pending. resolved_later_as: what a later event of the batch does
+-- to this reservation ('posted', 'voided').
+--
+-- Whether an event is stored already is not looked up here: ledger_write_plan's insert finds it
+-- (ON CONFLICT, which it needs anyway for a transfer stored by another transaction since), writes
+-- nothing and hands the batch to ledger_run_batch, which answers 'exists' or the difference. A
+-- reservation created earlier in the batch is not looked up in the table either: if it were
+-- stored, its own insert would find it so. The accounts are read once each, not once per event
+-- side. (Dropped first: this version returns one column fewer, which CREATE OR REPLACE cannot do.)
+DROP FUNCTION IF EXISTS ledger_plan_lookups(jsonb, timestamptz);
+CREATE FUNCTION ledger_plan_lookups(p_batch jsonb, p_now timestamptz)
 RETURNS TABLE (idx integer, id uuid, debit uuid, credit uuid, amount bigint, pending_id uuid,
                timeout_s integer, ledger integer, code integer, flags integer, resolves boolean,
-               stored boolean, pending_stored boolean, pending_open boolean, pending_debit uuid,
+               pending_stored boolean, pending_open boolean, pending_debit uuid,
                pending_credit uuid, pending_amount bigint, pending_ledger integer, pending_code integer,
                debit_ledger integer, credit_ledger integer, resolved_later_as text)
 LANGUAGE sql STABLE AS $$
-  WITH e AS (SELECT * FROM ledger_batch_events(p_batch))
-  SELECT e.*, ledger_resolves_pending(e.flags), x.id IS NOT NULL, s.id IS NOT NULL,
+  WITH e AS (SELECT * FROM ledger_batch_events(p_batch)),
+  -- By an array, so that the accounts are one index scan whatever the batch's estimated size.
+  accounts AS (
+    SELECT a.id, a.ledger FROM ledger_accounts a
+     WHERE a.id = ANY (ARRAY(SELECT e.debit FROM e WHERE NOT ledger_resolves_pending(e.flags)
+                             UNION SELECT e.credit FROM e WHERE NOT ledger_resolves_pending(e.flags)))
+  )
+  SELECT e.*, ledger_resolves_pending(e.flags), s.id IS NOT NULL,
          (s.id IS NOT NULL AND ledger_is_pending(s.flags) AND s.pending_status = 'pending'
               AND (s.expires_at IS NULL OR s.expires_at > p_now))
            OR (b.id IS NOT NULL AND ledger_is_pending(b.flags) AND NOT ledger_resolves_pending(b.flags)),
@@ -47,25 +61,23 @@ LANGUAGE sql STABLE AS $$
          da.ledger, ca.ledger,
          CASE WHEN ledger_posts_pending(r.flags) THEN 'posted' WHEN ledger_voids_pending(r.flags) THEN 'voided' END
     FROM e
-    -- Look-ups by primary key, one per event. OFFSET 0 keeps each one a subquery run per event:
-    -- pulled up into joins, the planner (expecting a hundred events) hashed all the accounts for
-    -- a batch of four.
-    LEFT JOIN LATERAL (SELECT t.id FROM ledger_transfers t WHERE t.id = e.id OFFSET 0) AS x ON true
-    LEFT JOIN LATERAL (SELECT t.* FROM ledger_transfers t
-                        WHERE ledger_resolves_pending(e.flags) AND t.id = e.pending_id OFFSET 0) AS s ON true
     LEFT JOIN e AS b ON ledger_resolves_pending(e.flags) AND b.id = e.pending_id AND b.idx < e.idx
+    -- A look-up by primary key per event. OFFSET 0 keeps it a subquery run per event: pulled up
+    -- into a join, the planner (expecting a hundred events) hashed the whole table.
+    LEFT JOIN LATERAL (SELECT t.* FROM ledger_transfers t
+                        WHERE ledger_resolves_pending(e.flags) AND b.id IS NULL AND t.id = e.pending_id
+                       OFFSET 0) AS s ON true
     -- Two resolves of one reservation make duplicate rows here, which ledger_plan_batch refuses.
     LEFT JOIN e AS r ON ledger_is_pending(e.flags) AND r.pending_id = e.id AND ledger_resolves_pending(r.flags)
                     AND r.idx > e.idx
-    LEFT JOIN LATERAL (SELECT a.ledger FROM ledger_accounts a
-                        WHERE NOT ledger_resolves_pending(e.flags) AND a.id = e.debit OFFSET 0) AS da ON true
-    LEFT JOIN LATERAL (SELECT a.ledger FROM ledger_accounts a
-                        WHERE NOT ledger_resolves_pending(e.flags) AND a.id = e.credit OFFSET 0) AS ca ON true
+    LEFT JOIN accounts AS da ON NOT ledger_resolves_pending(e.flags) AND da.id = e.debit
+    LEFT JOIN accounts AS ca ON NOT ledger_resolves_pending(e.flags) AND ca.id = e.credit
 $$;
 
 -- Each event as it would be stored (a post or void with its pending transfer's accounts, ledger
 -- and amount filled in), and whether it would apply: every rule of ledger_apply_transfer,
--- ledger_apply_new and ledger_apply_resolve that can refuse, and "already stored".
+-- ledger_apply_new and ledger_apply_resolve that can refuse, but "already stored" (the write finds
+-- that, ledger_plan_lookups).
 CREATE OR REPLACE FUNCTION ledger_plan_events(p_batch jsonb, p_now timestamptz)
 RETURNS TABLE (idx integer, id uuid, debit_account_id uuid, credit_account_id uuid, amount bigint,
                pending_id uuid, timeout_s integer, ledger integer, code integer, flags integer,
@@ -83,7 +95,7 @@ LANGUAGE sql STABLE AS $$
          p.flags, p.resolves, p.resolves AND p.pending_stored,
          CASE WHEN ledger_is_pending(p.flags) THEN coalesce(p.resolved_later_as, 'pending') END,
          CASE WHEN p.resolves THEN p.pending_amount ELSE 0 END,
-         p.id IS NOT NULL AND p.id <> '00000000-0000-0000-0000-000000000000' AND NOT p.stored
+         p.id IS NOT NULL AND p.id <> '00000000-0000-0000-0000-000000000000'
          AND NOT ledger_transfer_flags_clash(p.flags)
          AND CASE WHEN NOT p.resolves THEN
                p.debit IS NOT NULL AND p.debit <> '00000000-0000-0000-0000-000000000000'
@@ -108,21 +120,27 @@ $$;
 
 -- The guarded accounts' checks, in batch order: after each event that could break a limit (a new
 -- transfer debiting a debits-must-not-exceed-credits account, or crediting the mirror image), the
--- balance before the batch plus every movement up to that event must stay within it.
+-- balance before the batch plus every movement up to that event must stay within it. Each account
+-- and its balance row are read once (by an array, one index scan each), not once per movement.
 CREATE OR REPLACE FUNCTION ledger_plan_within_limits(p_plan ledger_planned_transfer[]) RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
   RETURN NOT EXISTS (
     WITH m AS (SELECT * FROM ledger_plan_movements(p_plan)),
+    guarded AS (
+      SELECT a.id, a.flags, b.debits_pending, b.debits_posted, b.credits_pending, b.credits_posted
+        FROM ledger_accounts a
+        JOIN ledger_balances b ON b.account_id = a.id AND b.shard = 0
+       WHERE a.id = ANY (ARRAY(SELECT DISTINCT m.account_id FROM m)) AND ledger_is_guarded(a.flags)
+    ),
     running AS (
-      SELECT m.idx, m.checks_debits, m.checks_credits, a.flags AS account_flags,
-             b.debits_pending + b.debits_posted + sum(m.dp + m.dpo) OVER w AS debits,
-             b.credits_posted + sum(m.cpo) OVER w AS credits_posted,
-             b.credits_pending + b.credits_posted + sum(m.cp + m.cpo) OVER w AS credits,
-             b.debits_posted + sum(m.dpo) OVER w AS debits_posted
+      SELECT m.idx, m.checks_debits, m.checks_credits, g.flags AS account_flags,
+             g.debits_pending + g.debits_posted + sum(m.dp + m.dpo) OVER w AS debits,
+             g.credits_posted + sum(m.cpo) OVER w AS credits_posted,
+             g.credits_pending + g.credits_posted + sum(m.cp + m.cpo) OVER w AS credits,
+             g.debits_posted + sum(m.dpo) OVER w AS debits_posted
         FROM m
-        JOIN ledger_accounts a ON a.id = m.account_id AND ledger_is_guarded(a.flags)
-        JOIN ledger_balances b ON b.account_id = m.account_id AND b.shard = 0
+        JOIN guarded g ON g.id = m.account_id
       WINDOW w AS (PARTITION BY m.account_id ORDER BY m.idx ROWS UNBOUNDED PRECEDING)
     )
     SELECT 1 FROM running r
@@ -131,8 +149,9 @@ BEGIN
 END $$;
 
 -- The batch as it would be stored, or NULL when an event would not apply as given (refused,
--- already stored, resolving what is not pending), an id or a reservation comes twice, the batch
--- ends in an open chain, or a guarded account would break its limit.
+-- resolving what is not pending), an id or a reservation comes twice, the batch ends in an open
+-- chain, or a guarded account would break its limit. An event already stored is found by
+-- ledger_write_plan.
 CREATE OR REPLACE FUNCTION ledger_plan_batch(p_batch jsonb, p_now timestamptz) RETURNS ledger_planned_transfer[]
 LANGUAGE plpgsql AS $$
 DECLARE

@@ -1,8 +1,9 @@
--- Writes a batch planned by ledger_plan_batch. True when written; false when it could not be
--- (another transaction stored one of its ids since the plan was made), and then nothing was: the
--- transfers it inserted are deleted again, as ledger_apply_new does, rather than rolled back with a
--- sub-transaction, which would cost an XID per batch and turn every balance row locked by the
--- batch and updated inside it into a multixact.
+-- Writes a batch planned by ledger_plan_batch. True when written; false when it could not be (one
+-- of its ids is stored already, by an earlier call or by another transaction since the plan was
+-- made: the plan does not look), and then nothing was: the transfers it inserted are deleted
+-- again, as ledger_apply_new does, rather than rolled back with a sub-transaction, which would cost
+-- an XID per batch and turn every balance row locked by the batch and updated inside it into a
+-- multixact.
 CREATE OR REPLACE FUNCTION ledger_write_plan(p_plan ledger_planned_transfer[], p_now timestamptz) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -23,7 +24,7 @@ BEGIN
   )
   SELECT array_agg(id) INTO v_inserted FROM inserted;
   IF coalesce(cardinality(v_inserted), 0) <> cardinality(p_plan) THEN
-    -- Nothing but these inserts has been written; the rows that conflicted are another's.
+    -- Nothing but these inserts has been written; the rows that conflicted were stored before.
     DELETE FROM ledger_transfers WHERE id = ANY (v_inserted);
     RETURN false;
   END IF;
