@@ -28,6 +28,13 @@ import { ledgerAccountId } from '../dist/ledger/account-id.js';
  * @property {number} [inFlightMax]
  * @property {Payees} [payees]
  * @property {Refusals} [refusals]
+ * @property {Replays} [replays]
+ */
+/**
+ * Retries of answered payments, closed loop only: of each worker's payments, the share `share`
+ * (spread as refusals are) sends the worker's previous payment again, same key and body, as a
+ * client does whose answer was lost: answered 200 with the stored intent, and nothing moves.
+ * @typedef {{ share: number }} Replays
  */
 /**
  * Payments the ledger refuses, closed loop only: of each worker's payments, the share `share`
@@ -54,6 +61,9 @@ import { ledgerAccountId } from '../dist/ledger/account-id.js';
  * @property {number} [refusedShare] with `refusals`: the share of payments sent to be refused
  * @property {number} [refused] with `refusals`: payments answered 422 INSUFFICIENT_FUNDS, as they should be (not in `ok` or `errors`)
  * @property {number} [refusedPerS]
+ * @property {number} [replayShare] with `replays`: the share of requests sent as retries
+ * @property {number} [replayed] with `replays`: retries answered 200 replayed, as they should be (not in `ok` or `errors`)
+ * @property {number} [replayedPerS]
  * @property {number} durationS
  * @property {number} ok
  * @property {number} throughputPerS
@@ -87,6 +97,7 @@ const {
   inFlightMax = 2_000,
   payees,
   refusals,
+  replays,
 } = opts;
 const [firstUser, userCount] = users;
 const [firstMerchant, merchantCount] = merchants;
@@ -123,6 +134,20 @@ if (refusals !== undefined && (kind !== 'p2p' || mode !== 'closed' || refusals.p
   throw new Error('refusals: P2P in a closed loop, with a refused payer per worker');
 /** A refused payment's answer: counted apart from the settled ones and the errors. */
 const REFUSED = 'refused';
+if (replays !== undefined && (kind !== 'p2p' || mode !== 'closed')) throw new Error('replays: P2P in a closed loop');
+/** A retry's answer: counted apart from the settled ones and the errors. */
+const REPLAYED = 'replayed';
+/** @typedef {{ u: number, payload: object }} Sent */
+
+/**
+ * Sends a payment again, as a client whose answer was lost does.
+ * @param {Sent} sent
+ * @returns {Promise<string>}
+ */
+async function retry({ u, payload }) {
+  const r = await post('/intents', payload, u);
+  return r.status === 200 && r.text.includes('"SETTLED"') ? REPLAYED : `replay_${r.status}:${r.text.slice(0, 60)}`;
+}
 
 /**
  * @param {number} u payer
@@ -172,18 +197,17 @@ async function post(path, payload, userId) {
  * One unit of work for payer `u` (and recipient / merchant); resolves to an error code or null.
  * @param {number} u
  * @param {number} n
+ * @param {(sent: Sent) => void} [remember] told each P2P payment sent
  * @returns {Promise<string | null>}
  */
-async function work(u, n) {
+async function work(u, n, remember) {
   switch (kind) {
     case 'p2p':
     case 'bare': {
       const to = recipientOf(u, n);
-      const r = await post(
-        kind === 'bare' ? '/bare' : '/intents',
-        { idempotencyKey: randomUUID(), operationType: 'P2P_TRANSFER', amount, currency: 'THB', recipientUserId: to },
-        u,
-      );
+      const payload = { idempotencyKey: randomUUID(), operationType: 'P2P_TRANSFER', amount, currency: 'THB', recipientUserId: to };
+      remember?.({ u, payload });
+      const r = await post(kind === 'bare' ? '/bare' : '/intents', payload, u);
       if (kind === 'bare') return r.status === 200 ? null : `http_${r.status}`;
       if (refusals !== undefined && u >= refusals.payers[0] && u < refusals.payers[0] + refusals.payers[1]) {
         return r.status === 422 && r.text.includes('"INSUFFICIENT_FUNDS"') ? REFUSED : `refused_payer_${r.status}:${r.text.slice(0, 60)}`;
@@ -244,6 +268,7 @@ const generatorDelay = monitorEventLoopDelay({ resolution: 5 });
 const errors = {};
 let measuredOk = 0;
 let measuredRefused = 0;
+let measuredReplayed = 0;
 let sent = 0;
 const start = performance.now();
 const warmEnd = start + warmupS * 1000;
@@ -259,6 +284,7 @@ function record(dueAt, error) {
   const doneAt = performance.now();
   if (dueAt < warmEnd) return;
   if (error === REFUSED) measuredRefused++;
+  else if (error === REPLAYED) measuredReplayed++;
   else if (error !== null) errors[error] = (errors[error] ?? 0) + 1;
   else {
     measuredOk++;
@@ -273,12 +299,20 @@ async function closedLoop() {
   if (perWorker < 1) throw new Error('fewer users than workers');
   await Promise.all(
     Array.from({ length: concurrency }, async (_, w) => {
+      /** @type {Sent | null} */
+      let previous = null;
+      const remember = (/** @type {Sent} */ payment) => {
+        previous = payment;
+      };
+      /** @param {{ share: number } | undefined} spread */
+      const due = (spread, /** @type {number} */ i) =>
+        spread !== undefined && Math.floor((i + w + 1) * spread.share) > Math.floor((i + w) * spread.share);
       for (let i = 0; performance.now() < end; i++) {
-        const refused = refusals !== undefined && Math.floor((i + w + 1) * refusals.share) > Math.floor((i + w) * refusals.share);
-        const u = refused ? refusals.payers[0] + w : firstUser + w + concurrency * (i % perWorker);
+        const u = due(refusals, i) && refusals !== undefined ? refusals.payers[0] + w : firstUser + w + concurrency * (i % perWorker);
         const dueAt = performance.now();
         sent++;
-        record(dueAt, await work(u, sent).catch((e) => `exception:${e.code ?? e.message}`));
+        const answer = previous !== null && due(replays, i) ? retry(previous) : work(u, sent, remember);
+        record(dueAt, await answer.catch((e) => `exception:${e.code ?? e.message}`));
       }
     }),
   );
@@ -339,6 +373,9 @@ process.stdout.write(
     ...(refusals === undefined
       ? {}
       : { refusedShare: refusals.share, refused: measuredRefused, refusedPerS: Math.round(measuredRefused / elapsedS) }),
+    ...(replays === undefined
+      ? {}
+      : { replayShare: replays.share, replayed: measuredReplayed, replayedPerS: Math.round(measuredReplayed / elapsedS) }),
     offeredPerS: mode === 'open' ? rate : null,
     durationS: Math.round(elapsedS * 10) / 10,
     ok: measuredOk,

@@ -1,7 +1,8 @@
 // npm run bench [-- --soak-s 600 --phase-s 20 --skip-pglite --profile --only p2p,floors --help]
 //
 // --only runs some sections (p2p, latency, invoice, invoice-rates, floors, floor-batch, hot-payee,
-// cpu, policies, stored, soak, pglite, pglite-refusals; docs/PERFORMANCE.md, How to run) for a
+// cpu, replays, policies, stored, soak, pglite, pglite-refusals, pglite-replays; docs/PERFORMANCE.md,
+// How to run) for a
 // quick A/B of one change; it writes bench/results/partial-<time>.json and leaves latest.json and
 // the chart to full runs.
 //
@@ -28,6 +29,7 @@ import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
 /** @typedef {import('./load.js').LoadOptions} LoadOptions */
 /** @typedef {import('./load.js').LoadResult} LoadResult */
 /** @typedef {import('./load.js').Refusals} Refusals */
+/** @typedef {import('./load.js').Replays} Replays */
 /**
  * The measuring scripts this file runs as child processes: what each takes and what it prints.
  * @typedef {{
@@ -48,6 +50,7 @@ import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
  * @property {LoadResult[]} [invoiceLatency]
  * @property {CpuMeasuredLoad} [p2pUniform]
  * @property {CpuMeasuredLoad} [p2pHotPayee]
+ * @property {LoadResult[]} [p2pReplays] closed loops plain and with a share of retried payments
  * @property {LoadResult} [policyEvaluation]
  * @property {number} [storedIntentsBefore]
  * @property {StoredPair[]} [storedAgainstEmpty] P2P at the saturated level, 200,000+ intents stored against none, alternated
@@ -80,6 +83,7 @@ import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
  * @property {LoadResult[]} [p2pSaturationByConcurrency]
  * @property {LoadResult[]} [p2pLatency]
  * @property {LoadResult[]} [p2pWithRefusals] closed loops with a share of payments refused by the ledger, by share and in-flight level
+ * @property {LoadResult[]} [p2pReplays] closed loops plain and with a share of retried payments
  * @property {number} peakRssMb
  */
 /**
@@ -154,6 +158,12 @@ const PGLITE_SATURATION_CONCURRENCY = [8, 32, 64];
  */
 const PGLITE_REFUSED_SHARES = [0.05, 0.2];
 const PGLITE_REFUSAL_CONCURRENCY = [32, 64];
+/**
+ * The replay sections: this share of the requests retries the worker's previous payment (same key
+ * and body), as clients do whose answers were lost. A retry is answered from the stored intent,
+ * and a batch that holds one cannot commit the way one without does (docs/PERFORMANCE.md).
+ */
+const REPLAY_SHARE = 0.05;
 /** Alternated pairs of the stored phase (one side 200,000+ intents, the other none). */
 const STORED_PAIRS = 4;
 const OFFERED_RATES = [250, 500, 1000];
@@ -181,11 +191,13 @@ const SECTIONS = [
   'floor-batch',
   'hot-payee',
   'cpu',
+  'replays',
   'policies',
   'stored',
   'soak',
   'pglite',
   'pglite-refusals',
+  'pglite-replays',
 ];
 const only = args.only === undefined ? null : new Set(String(args.only).split(','));
 if (only !== null)
@@ -717,6 +729,29 @@ async function main() {
         log('hot payee', pgr.p2pHotPayee.throughputPerS, '/s; CPU per intent (µs)', pgr.p2pHotPayee.cpuPerIntent);
       }
     }
+    if (runs('replays')) {
+      pgr.p2pReplays = [];
+      for (const share of [0, REPLAY_SHARE]) {
+        const load = await runJson('load.js', {
+          ...base,
+          url: server.url,
+          kind: 'p2p',
+          mode: 'closed',
+          concurrency: HOT_PAYEE_CONCURRENCY,
+          ...(share === 0 ? {} : { replays: { share } }),
+        });
+        pgr.p2pReplays.push(load);
+        log(
+          `P2P, ${share * 100} % retried,`,
+          HOT_PAYEE_CONCURRENCY,
+          'in flight:',
+          load.throughputPerS,
+          'settled /s,',
+          load.replayedPerS ?? 0,
+          'replayed /s',
+        );
+      }
+    }
     await server.stop();
 
     /** @type {FloorResults} */
@@ -853,7 +888,7 @@ async function main() {
   }
 
   // ── PGlite ──
-  if (runs('pglite') || runs('pglite-refusals')) results.pglite = await pglitePass(base, secret, configFile);
+  if (runs('pglite') || runs('pglite-refusals') || runs('pglite-replays')) results.pglite = await pglitePass(base, secret, configFile);
 
   results.loadAvgAtEnd = loadavg().map((x) => Math.round(x * 100) / 100);
   if (only !== null) {
@@ -1022,9 +1057,9 @@ async function pglitePass(base, secret, configFile) {
   const result = { peakRssMb: 0 };
   /**
    * @param {number} concurrency
-   * @param {Refusals} [refusals]
+   * @param {{ refusals?: Refusals, replays?: Replays }} [shares]
    */
-  const closedLoop = (concurrency, refusals) =>
+  const closedLoop = (concurrency, shares = {}) =>
     runJson('load.js', {
       ...base,
       users,
@@ -1033,7 +1068,7 @@ async function pglitePass(base, secret, configFile) {
       mode: 'closed',
       concurrency,
       durationS: Math.min(PHASE_S, 15),
-      ...(refusals === undefined ? {} : { refusals }),
+      ...shares,
     });
   try {
     log('PGlite: creating and funding', users[1], 'users over HTTP');
@@ -1059,7 +1094,7 @@ async function pglitePass(base, secret, configFile) {
       result.p2pWithRefusals = [];
       for (const share of PGLITE_REFUSED_SHARES)
         for (const concurrency of PGLITE_REFUSAL_CONCURRENCY) {
-          const load = await closedLoop(concurrency, { share, payers: unfunded });
+          const load = await closedLoop(concurrency, { refusals: { share, payers: unfunded } });
           result.p2pWithRefusals.push(load);
           log(
             `PGlite, ${share * 100} % refused,`,
@@ -1073,6 +1108,23 @@ async function pglitePass(base, secret, configFile) {
             'ms',
           );
         }
+    }
+    if (runs('pglite-replays')) {
+      result.p2pReplays = [];
+      const concurrency = Math.max(...PGLITE_SATURATION_CONCURRENCY);
+      for (const share of [0, REPLAY_SHARE]) {
+        const load = await closedLoop(concurrency, share === 0 ? {} : { replays: { share } });
+        result.p2pReplays.push(load);
+        log(
+          `PGlite, ${share * 100} % retried,`,
+          concurrency,
+          'in flight:',
+          load.throughputPerS,
+          'settled /s,',
+          load.replayedPerS ?? 0,
+          'replayed /s',
+        );
+      }
     }
     result.peakRssMb = server.status().peakRssMb;
     return result;

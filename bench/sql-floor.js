@@ -164,7 +164,7 @@ async function settleBatch(payers) {
     await db.transaction((tx) => plainCommit(tx, items));
     return;
   }
-  const outcomes = await db.transaction((tx) => commitBatch(tx, ledger, items));
+  const { outcomes } = await db.transaction((tx) => commitBatch(tx, ledger, items));
   const refused = outcomes.find((o) => o.kind !== 'stored' || o.failure !== null);
   if (refused !== undefined)
     throw new Error(`refused in the floor: ${JSON.stringify(refused, (_, v) => (typeof v === 'bigint' ? String(v) : v))}`);

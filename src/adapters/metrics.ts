@@ -130,7 +130,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   });
   const intentBets = new Counter({
     name: 'payorch_intent_commit_bets_total',
-    help: 'Group-commit transactions of POST /intents by the ledger call they were sent with (a bet on every intent opening, and with-close on every transfer applying too) and whether the bet stood.',
+    help: 'Group-commit transactions of POST /intents by the ledger call they were sent with (with-open: a bet on every intent opening; with-close: on every transfer applying too; after-open: no bet) and whether the bet stood (none: no bet).',
     labelNames: ['ledger_call', 'outcome'] as const,
     registers,
   });

@@ -189,6 +189,39 @@ describe('a burst of payments committed together', () => {
     await expectLedgerInvariants(t.db);
   });
 
+  it('a replay loses the bet that every intent opens: the next eight batches are sent without a bet, the ninth bets again', async () => {
+    const paySettled = async (n: number) => {
+      for (let i = 0; i < n; i += 1) {
+        const res = await pay(PAYERS[24 + (i % 6)]!, RECIPIENTS[24 + ((i + 1) % 6)]!, 3);
+        expect(res.statusCode, res.body).toBe(201);
+      }
+    };
+    const boldest = t.db.kind === 'pglite' ? 'with-close' : 'with-open';
+    await paySettled(8);
+    const body = intentBody({ operationType: 'P2P_TRANSFER', amount: 3, recipientUserId: RECIPIENTS[25]! });
+    const first = await t.call('POST', '/intents', { user: PAYERS[24]!, body });
+    expect(first.statusCode, first.body).toBe(201);
+    const payerAfterFirst = await balance(t, `user.${PAYERS[24]}.THB`);
+
+    let before = await bets();
+    // A client whose answer was lost sends the payment again: its key is stored, so it does not open.
+    const retry = await t.call('POST', '/intents', { user: PAYERS[24]!, body });
+    expect(retry.statusCode, retry.body).toBe(200);
+    expect(retry.json().intentId).toBe(first.json().intentId);
+    expect(betsSince(before, await bets())).toEqual({ [`${boldest} lost`]: 1 });
+
+    before = await bets();
+    await paySettled(8);
+    expect(betsSince(before, await bets()), 'sent without a bet').toEqual({ 'after-open none': 8 });
+    before = await bets();
+    await paySettled(1);
+    expect(betsSince(before, await bets()), 'the ninth bets again').toEqual({ [`${boldest} won`]: 1 });
+
+    // Three payments of its own since (the first and seventh of the eight, and the ninth), none for the replay.
+    expect(await balance(t, `user.${PAYERS[24]}.THB`), 'the replay moved nothing').toBe(payerAfterFirst - 3n * (3n + BigInt(FEE)));
+    await expectLedgerInvariants(t.db);
+  });
+
   it('a payment refused as its intent is opened (a limit) moves no money; the payments batched with it settle', async () => {
     // On PostgreSQL the ledger call leaves with the opening statement, before its answer: this
     // batch's call carried the refused payment's transfers too, and must not stand.

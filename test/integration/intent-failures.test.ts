@@ -1,12 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Ledger } from '../../src/ledger/ledger.js';
+import { createBroker } from '../../src/adapters/broker.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { openTestDatabase } from '../support/database.js';
 import { type GoneAtBegin, goneAtNextBegin } from '../support/gone-at-begin.js';
 import { type ItemsOf, type LostCommitAnswers, losingCommitAnswers } from '../support/lost-commit-answers.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
 import { balances, createUser, intentBody, topUp } from '../support/payments.js';
+import { recording, until } from '../support/recording-broker.js';
 
 /** A ledger whose settlement chains name a receiver that does not exist, while faults are on. */
 const faults = { settlementFails: false };
@@ -29,6 +31,7 @@ const opensIntents: ItemsOf = (text, params) =>
 const BATCH_PAYERS = [11, 12, 13, 14, 15, 16, 17, 18];
 
 const logLines: Array<Record<string, unknown>> = [];
+const tap = recording(createBroker(process.env.REDIS_URL));
 let t: TestApp;
 let lost: LostCommitAnswers;
 let gone: GoneAtBegin;
@@ -37,6 +40,7 @@ beforeAll(async () => {
   gone = goneAtNextBegin(lost.db);
   t = await startTestApp({
     db: gone.db,
+    broker: tap.broker,
     wrapLedger: faulty,
     logStream: { write: (line) => void logLines.push(JSON.parse(line) as Record<string, unknown>) },
   });
@@ -84,10 +88,10 @@ describe('a settlement the ledger refuses', () => {
 });
 
 describe('a group commit whose COMMIT answer is lost', () => {
-  it('answers 201 for the payment it stored, moves its money once, and a retry of the key replays it', async () => {
+  it('answers 201 for the payment it stored, publishes its live message, moves its money once, and a retry of the key replays it', async () => {
     const accounts = ['user.1.THB', 'user.2.THB'];
     const pay = (body: unknown) => t.call('POST', '/intents', { user: 1, body });
-    const body = intentBody({ operationType: 'P2P_TRANSFER', amount: 300, recipientUserId: 2 });
+    const body = intentBody({ operationType: 'P2P_TRANSFER', amount: 300, recipientUserId: 2, live: true });
     const before = await balances(t, accounts);
     lost.arm();
     const res = await pay(body);
@@ -98,6 +102,9 @@ describe('a group commit whose COMMIT answer is lost', () => {
       body.idempotencyKey,
     ]);
     expect(stored.rows[0]?.n).toBe(1);
+    const { intentId } = res.json();
+    await until(() => tap.statusesOf(intentId).length > 0);
+    expect(tap.statusesOf(intentId)).toEqual(['SETTLED']);
     const after = await balances(t, accounts);
 
     // Its money moved exactly as one plain payment of the same amount moves it.

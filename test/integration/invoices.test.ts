@@ -1,7 +1,8 @@
 import { createHmac, randomUUID } from 'node:crypto';
 import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { type Broker, createBroker } from '../../src/adapters/broker.js';
+import { createBroker } from '../../src/adapters/broker.js';
+import type { Database } from '../../src/adapters/database.js';
 import { ApiError } from '../../src/domain/errors.js';
 import { type ConfirmAnswer, confirmInvoice } from '../../src/domain/intents/invoices/confirm-invoice.js';
 import { createFeeEngine, type FeeEngine } from '../../src/domain/fees/index.js';
@@ -19,21 +20,7 @@ import { type GoneAtBegin, goneAtNextBegin } from '../support/gone-at-begin.js';
 import { type ItemsOf, type LostCommitAnswers, losingCommitAnswers } from '../support/lost-commit-answers.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
 import { balances, createMerchant, createUser, topUp } from '../support/payments.js';
-
-/** The real broker of this run (in-process, or Redis with REDIS_URL), with every publication recorded. */
-function recording(inner: Broker) {
-  const published: Array<{ channel: string; status: unknown }> = [];
-  const broker: Broker = {
-    kind: inner.kind,
-    async publish(channel, message) {
-      published.push({ channel, status: (JSON.parse(message) as { status?: unknown }).status });
-      await inner.publish(channel, message);
-    },
-    subscribe: (channel, handler) => inner.subscribe(channel, handler),
-    close: () => inner.close(),
-  };
-  return { broker, published };
-}
+import { recording, until } from '../support/recording-broker.js';
 
 const quiet: Logger = { info: () => {}, warn: () => {}, error: () => {}, child: () => quiet };
 
@@ -682,10 +669,7 @@ describe('expiry sweep', () => {
 });
 
 describe('live status messages of confirm, cancel and expiry', () => {
-  const statusesOf = (intentId: string) => tap.published.filter((p) => p.channel === `intent.${intentId}`).map((p) => p.status);
-  const until = async (condition: () => boolean) => {
-    for (let waitedMs = 0; !condition() && waitedMs < 2_000; waitedMs += 10) await new Promise((r) => setTimeout(r, 10));
-  };
+  const { statusesOf } = tap;
 
   it('publishes each transition of a live invoice, and nothing for one without live', async () => {
     const settled = await issued(100, { live: true });
@@ -918,9 +902,9 @@ describe('races (docs/rules.md R26)', () => {
 });
 
 describe('a confirm whose COMMIT answer is lost (docs/RELIABILITY.md, G2)', () => {
-  it('is answered 200 as the confirm it is, not 5xx; the rival key is 409 ALREADY_PROCESSED; money moves once; its key then replays', async () => {
+  it('is answered 200 as the confirm it is, not 5xx, with its live message; the rival key is 409 ALREADY_PROCESSED; money moves once; its key then replays', async () => {
     const amount = 4_000;
-    const intentId = await issued(amount);
+    const intentId = await issued(amount, { live: true });
     const names = [wallet(U1), wallet(U2), MERCHANT_ACCOUNT, REVENUE, TRANSIT];
     const before = await balances(t, names);
     const keys = { [U1]: randomUUID(), [U2]: randomUUID() };
@@ -942,6 +926,9 @@ describe('a confirm whose COMMIT answer is lost (docs/RELIABILITY.md, G2)', () =
     expect(delta(after, before, TRANSIT)).toBe(0n);
     expect(await trail(intentId)).toEqual(SETTLED_TRAIL);
     expect(await stored(intentId)).toMatchObject({ status: 'SETTLED', version: 1, redeemed_by_user_id: BigInt(winner) });
+    // A merchant watching the invoice learns it was paid, though the payer's answer took the lost-answer path.
+    await until(() => tap.statusesOf(intentId).includes('SETTLED'));
+    expect(tap.statusesOf(intentId)).toEqual(['CREATED', 'SETTLED']);
 
     const replay = await confirm(intentId, { payer: winner, key: keys[winner] });
     expect(replay.statusCode).toBe(200);
@@ -959,7 +946,7 @@ describe('a confirm whose COMMIT answer is lost (docs/RELIABILITY.md, G2)', () =
       await topUp(t, payer, 10_000);
     }
     const invoices: string[] = [];
-    for (const _ of payers) invoices.push(await issued(amount));
+    for (const _ of payers) invoices.push(await issued(amount, { live: true }));
     const names = [...payers.map(wallet), MERCHANT_ACCOUNT, TRANSIT];
     const before = await balances(t, names);
     const keys = payers.map(() => randomUUID());
@@ -974,12 +961,62 @@ describe('a confirm whose COMMIT answer is lost (docs/RELIABILITY.md, G2)', () =
     expect(delta(after, before, MERCHANT_ACCOUNT)).toBe(BigInt(payers.length) * (BigInt(amount) - postFeeOf(amount)));
     expect(delta(after, before, TRANSIT)).toBe(0n);
     for (const intentId of invoices) expect(await trail(intentId)).toEqual(SETTLED_TRAIL);
+    await until(() => invoices.every((intentId) => tap.statusesOf(intentId).includes('SETTLED')));
+    // Those of the batch whose answer was lost publish SETTLED alone, the others every transition.
+    for (const intentId of invoices)
+      expect(
+        tap.statusesOf(intentId).filter((s) => s === 'SETTLED'),
+        intentId,
+      ).toEqual(['SETTLED']);
 
     const replays = await Promise.all(payers.map((payer, i) => confirm(invoices[i]!, { payer, key: keys[i]! })));
     expect(replays.map((a) => `${a.statusCode} ${a.json().status} replayed ${a.json().replayed}`)).toEqual(
       payers.map(() => '200 SETTLED replayed true'),
     );
     expect(await balances(t, names)).toEqual(after);
+  });
+
+  it('one whose claim lost the invoice to another key is answered 409 ALREADY_PROCESSED, as its retry would be, not 5xx', async () => {
+    const amount = 900;
+    const intentId = await issued(amount);
+    const names = [wallet(U1), wallet(U2), MERCHANT_ACCOUNT];
+    const before = await balances(t, names);
+    // The rival confirms between this request's read (the invoice unclaimed) and its claim, whose
+    // COMMIT then goes through and its answer is lost.
+    let rival: LightMyRequestResponse | undefined;
+    const overtaken: Database = {
+      ...t.db,
+      async transaction(work) {
+        rival ??= await confirm(intentId, { payer: U2 });
+        await t.db.transaction(work);
+        throw new Error('Connection terminated unexpectedly');
+      },
+    };
+    const fees = await createFeeEngine();
+    const answer = await confirmInvoice(
+      { ...instance(fees), committer: new IntentCommitter(overtaken, t.ledger) },
+      {
+        serviceId: ISSUER_SERVICE,
+        intentId,
+        actor: U1,
+        expectedVersion: null,
+        payerLedgerAccountId: ledgerAccountId(wallet(U1)),
+        payerUserId: U1,
+        idempotencyKey: randomUUID(),
+        log: quiet,
+      },
+    )
+      .then((a) => a as ConfirmAnswer | Error)
+      .catch((error: unknown) => error as Error)
+      .finally(() => fees.dispose());
+    expect(rival?.json()).toMatchObject({ status: 'SETTLED', replayed: false });
+    expect(answer).toBeInstanceOf(ApiError);
+    expect((answer as ApiError).toBody()).toEqual({ error: 'ALREADY_PROCESSED', status: 'SETTLED' });
+    const after = await balances(t, names);
+    expect(delta(after, before, wallet(U1))).toBe(0n);
+    expect(delta(after, before, wallet(U2))).toBe(-(BigInt(amount) + PRE_FEE));
+    expect(delta(after, before, MERCHANT_ACCOUNT)).toBe(BigInt(amount) - postFeeOf(amount));
+    expect(await stored(intentId)).toMatchObject({ status: 'SETTLED', version: 1, redeemed_by_user_id: BigInt(U2) });
   });
 
   it('a failure before its COMMIT was sent is answered 500 at once, and its retry with the key confirms once', async () => {

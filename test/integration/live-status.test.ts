@@ -1,25 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Broker, createBroker } from '../../src/adapters/broker.js';
+import { createBroker } from '../../src/adapters/broker.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
 import { createUser, intentBody, topUp } from '../support/payments.js';
-
-/** The real broker of this run (in-process, or Redis with REDIS_URL), with every publication recorded. */
-function recording(inner: Broker) {
-  const published: Array<{ channel: string; message: Record<string, unknown> }> = [];
-  let failing = false;
-  const broker: Broker = {
-    kind: inner.kind,
-    async publish(channel, message) {
-      if (failing) throw new Error('broker down');
-      published.push({ channel, message: JSON.parse(message) as Record<string, unknown> });
-      await inner.publish(channel, message);
-    },
-    subscribe: (channel, handler) => inner.subscribe(channel, handler),
-    close: () => inner.close(),
-  };
-  return { broker, published, setFailing: (value: boolean) => (failing = value) };
-}
+import { recording, until } from '../support/recording-broker.js';
 
 const tap = recording(createBroker(process.env.REDIS_URL));
 let t: TestApp;
@@ -31,10 +15,6 @@ beforeAll(async () => {
 });
 afterAll(async () => t?.close());
 
-const until = async (condition: () => boolean) => {
-  for (let waitedMs = 0; !condition() && waitedMs < 2_000; waitedMs += 10) await new Promise((r) => setTimeout(r, 10));
-};
-
 describe('live status messages', () => {
   it('publishes every transition of a live intent on intent.{id}, in order', async () => {
     const res = await t.call('POST', '/intents', {
@@ -42,7 +22,7 @@ describe('live status messages', () => {
       body: intentBody({ operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: 2, live: true }),
     });
     const { intentId } = res.json();
-    await until(() => tap.published.filter((p) => p.channel === `intent.${intentId}`).length === 4);
+    await until(() => tap.statusesOf(intentId).length === 4);
     const mine = tap.published.filter((p) => p.channel === `intent.${intentId}`);
     expect(mine.map((p) => p.message.status)).toEqual(['CREATED', 'VALIDATED', 'AUTHORIZED', 'SETTLED']);
     for (const { message } of mine)

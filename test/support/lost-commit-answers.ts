@@ -28,7 +28,10 @@ export function losingCommitAnswers(inner: Database, itemsOf: ItemsOf): LostComm
             items = Math.max(items, itemsOf(text, params) ?? 0);
             return tx.query(text, params);
           },
-          send: (text, params) => tx.send(text, params),
+          send: (text, params) => {
+            items = Math.max(items, itemsOf(text, params) ?? 0);
+            tx.send(text, params);
+          },
           exec: (text) => tx.exec(text),
         }),
       );

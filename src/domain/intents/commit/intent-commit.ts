@@ -7,7 +7,7 @@ import { checkJson, type Guard, type GuardRefusal, recipientLimitKeysOf, refusal
 import { committing } from './commit-unanswered.js';
 import { type ConfirmCommit, type ConfirmOutcome, commitConfirmBatch } from './confirm-commit.js';
 import { GroupCommit } from './group-commit.js';
-import { BetLost, type LedgerCall, LedgerCallChoice } from './ledger-call.js';
+import { type BatchEvidence, BetLost, type LedgerCall, LedgerCallChoice } from './ledger-call.js';
 import { type HistoryRow, type NewIntent, newIntentRow, type Transition } from '../store/intent-store.js';
 import { voidTransfer } from '../money/money-path.js';
 import { assertTrail } from '../store/state-machine.js';
@@ -82,7 +82,7 @@ export class IntentCommitter {
     // back, the database thread sat idle and every read waited (docs/PERFORMANCE.md, Log,
     // "PGlite's batch in one pass"). That bet is lost by every batch that holds a refused
     // transfer, an everyday answer, so it is held back after a loss (LedgerCallChoice).
-    const choice = db.kind === 'pglite' ? new LedgerCallChoice('with-close', 'with-open') : new LedgerCallChoice('with-open', 'with-open');
+    const choice = new LedgerCallChoice(db.kind === 'pglite' ? 'with-close' : 'with-open');
     const commitAs = (batch: readonly IntentCommit[], call: LedgerCall) =>
       withIntentIds(
         batch.map((item) => item.intent.id),
@@ -131,28 +131,28 @@ export class IntentCommitter {
   }
 }
 
-/** How a batch's bet on its ledger call ended; lost: rolled back and run again 'after-open'. */
-export type BetOutcome = 'won' | 'lost';
+/** How a batch's bet on its ledger call ended; lost: rolled back and run again 'after-open'; none: sent 'after-open', no bet. */
+export type BetOutcome = 'won' | 'lost' | 'none';
 
 /** A batch's flush: committed on the ledger call's bet, and again 'after-open' when the bet is lost. */
 function betting(
-  commitAs: (batch: readonly IntentCommit[], call: LedgerCall) => Promise<CommitOutcome[]>,
+  commitAs: (batch: readonly IntentCommit[], call: LedgerCall) => Promise<BatchCommitted>,
   choice: LedgerCallChoice,
   observeBatch: (size: number) => void,
   observeBet: (call: LedgerCall, outcome: BetOutcome) => void,
 ) {
   return async (batch: readonly IntentCommit[]) => {
     const call = choice.next();
-    let outcome: BetOutcome = 'won';
-    const outcomes = await commitAs(batch, call).catch((error: unknown) => {
+    let outcome: BetOutcome = call === 'after-open' ? 'none' : 'won';
+    const committed = await commitAs(batch, call).catch((error: unknown) => {
       if (!(error instanceof BetLost)) throw error;
       outcome = 'lost';
       return commitAs(batch, 'after-open');
     });
-    choice.record(outcomes.every((o) => o.kind === 'stored' && o.failure === null));
+    choice.record(committed.evidence);
     observeBet(call, outcome);
     observeBatch(batch.length);
-    return outcomes;
+    return committed.outcomes;
   };
 }
 
@@ -165,6 +165,12 @@ function walletKeysOf(intent: NewIntent): string[] {
 
 type Opened = { createdAt: string } | { duplicate: true } | GuardRefusal;
 
+/** A batch's outcomes, and what it showed of the bets on its ledger call (LedgerCallChoice). */
+export interface BatchCommitted {
+  readonly outcomes: CommitOutcome[];
+  readonly evidence: BatchEvidence;
+}
+
 /**
  * Throws to roll the whole batch back: BetLost, and IntentCommitter runs it again 'after-open';
  * anything else, and GroupCommit commits its intents one by one.
@@ -174,7 +180,7 @@ export async function commitBatch(
   ledger: Ledger,
   batch: readonly IntentCommit[],
   ledgerCall: LedgerCall = 'after-open',
-): Promise<CommitOutcome[]> {
+): Promise<BatchCommitted> {
   const withTransfers = (indexes: readonly number[]) => indexes.filter((index) => batch[index]!.transfers.length > 0);
   const moveMoney = (indexes: readonly number[]) =>
     ledgerResultsPerIntent(
@@ -205,7 +211,8 @@ export async function commitBatch(
     if ('refusal' in o) return { kind: 'refused', error: refusalError(o, batch[i]!.guard) };
     return null;
   });
-  if (early !== null && outcomes.some((outcome) => outcome !== null)) {
+  const everyOpened = outcomes.every((outcome) => outcome === null);
+  if (early !== null && !everyOpened) {
     await early.results.catch(() => {});
     throw new BetLost();
   }
@@ -244,7 +251,11 @@ export async function commitBatch(
   });
   await voidRefusedChains(tx, ledger, voids);
   if (ledgerCall !== 'with-close') closeBatch(tx, closing);
-  return outcomes.map((o) => o!);
+  const stored = outcomes.map((o) => o!);
+  return {
+    outcomes: stored,
+    evidence: { everyOpened, everyApplied: stored.every((o) => o.kind === 'stored' && o.failure === null) },
+  };
 }
 
 async function openBatch(tx: Sql, batch: readonly IntentCommit[]): Promise<Opened[]> {

@@ -77,7 +77,7 @@ export async function createIntent(deps: IntentDeps, input: CreateIntentInput): 
       attempt = await validateAndPersist(deps, input, fingerprint, intentId);
     } catch (thrown) {
       const own = await storedDespite(thrown, () => ownPayment(deps, input, intentId));
-      if (own !== null) return { replayed: false, intent: own };
+      if (own !== null) return created(deps, own, [own.status]);
       const error = failureOf(thrown);
       if (!(error instanceof ApiError)) throw error;
       const existing = await findIntentByKey(deps.db, serviceId, request.idempotencyKey);
@@ -87,16 +87,15 @@ export async function createIntent(deps: IntentDeps, input: CreateIntentInput): 
     if (attempt.kind === 'duplicate') {
       const stored = await findIntentByKey(deps.db, serviceId, request.idempotencyKey);
       if (stored === null) throw new Error('idempotency conflict without a stored intent');
-      if (isThisRequests(stored, intentId)) return { replayed: false, intent: stored };
+      if (isOwnPayment(stored, intentId)) return created(deps, stored, [stored.status]);
       return replayOf(stored, fingerprint);
     }
     const { outcome } = attempt;
-    if (outcome.intent.live)
-      void deps.publisher.publish(
-        outcome.intent.id,
-        outcome.transitions.map((t) => t.to),
-        outcome.intent.updatedAt,
-      );
+    const answer = created(
+      deps,
+      outcome.intent,
+      outcome.transitions.map((t) => t.to),
+    );
     if (outcome.ledgerFailure !== null) {
       input.log.error(
         { traceId: outcome.intent.id, ledger: outcome.ledgerFailure },
@@ -104,8 +103,17 @@ export async function createIntent(deps: IntentDeps, input: CreateIntentInput): 
       );
       throw apiError('LEDGER_TRANSFER_ERROR', `ledger refused the settlement: ${outcome.ledgerFailure.join(', ')}`);
     }
-    return { replayed: false, intent: outcome.intent };
+    return answer;
   });
+}
+
+/**
+ * This request's payment, answered as created. Its live status message goes out on every path
+ * that finds the payment its own, a lost COMMIT answer's too.
+ */
+function created(deps: IntentDeps, intent: Intent, statuses: readonly string[]): IntentAnswer {
+  if (intent.live) void deps.publisher.publish(intent.id, statuses, intent.updatedAt);
+  return { replayed: false, intent };
 }
 
 type Attempt = { kind: 'duplicate' } | { kind: 'stored'; outcome: Extract<PersistOutcome, { kind: 'stored' }> };
@@ -117,14 +125,14 @@ type Attempt = { kind: 'duplicate' } | { kind: 'stored'; outcome: Extract<Persis
  * such a payment is answered as created, not replayed or failed; a FAILED one keeps the answer a
  * retry would get.
  */
-function isThisRequests(stored: Intent, intentId: string): boolean {
+function isOwnPayment(stored: Intent, intentId: string): boolean {
   return stored.id === intentId && stored.status !== 'FAILED';
 }
 
 /** This request's own payment, if it is stored under its key. */
 async function ownPayment(deps: IntentDeps, input: CreateIntentInput, intentId: string): Promise<Intent | null> {
   const stored = await findIntentByKey(deps.db, input.serviceId, input.request.idempotencyKey);
-  return stored !== null && isThisRequests(stored, intentId) ? stored : null;
+  return stored !== null && isOwnPayment(stored, intentId) ? stored : null;
 }
 
 /** Every check in the order of docs/design.md, then the one transaction; refusals throw ApiError. */

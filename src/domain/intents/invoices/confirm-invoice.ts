@@ -44,7 +44,9 @@ export interface ConfirmAnswer {
  * A COMMIT can go through and its answer be lost (a connection cut right then): the request then
  * meets a CommitUnanswered, or its batch's one-by-one retry finds the invoice claimed, though the
  * claim is its own. Told by the attempt id, drawn before anything was written and stored with the
- * claim, such a confirm is answered as the confirm it is, not as a 5xx or a replay.
+ * claim, such a confirm is answered as the confirm it is, not as a 5xx or a replay. An invoice
+ * found claimed by another request, or closed, answers as a retry would (409, a replay, EXPIRED):
+ * a claim commits only on an unclaimed invoice, so this request's did not.
  */
 export async function confirmInvoice(deps: IntentDeps, input: ConfirmInvoiceInput): Promise<ConfirmAnswer> {
   const attemptId = randomUUID();
@@ -54,10 +56,13 @@ export async function confirmInvoice(deps: IntentDeps, input: ConfirmInvoiceInpu
     try {
       return await attemptConfirm(deps, input, attemptId);
     } catch (thrown) {
-      const own = await storedDespite(thrown, () => ownConfirm(deps.db, input.intentId, attemptId));
-      if (own === null) throw failureOf(thrown);
-      logConfirmed(input, own);
-      return { replayed: false, intent: own };
+      const current = await storedDespite(thrown, () => findIntent(deps.db, input.intentId));
+      // Still unclaimed: this request's claim did not commit, or has not yet. Only the failure is certain.
+      if (current === null || current.status === 'CREATED') throw failureOf(thrown);
+      const seen = verdict(current, input, attemptId, new Date());
+      if (seen === 'own') return confirmed(deps, input, current, [current.status]);
+      if (seen === 'replay') return { replayed: true, intent: current };
+      throw failureOf(thrown);
     }
   });
 }
@@ -95,17 +100,14 @@ async function attemptConfirm(deps: IntentDeps, input: ConfirmInvoiceInput, atte
       case 'replay':
         return { replayed: true, intent: outcome.intent };
       case 'own':
-        logConfirmed(input, outcome.intent);
-        return { replayed: false, intent: outcome.intent };
+        return confirmed(deps, input, outcome.intent, [outcome.intent.status]);
       case 'done':
-        if (outcome.intent.live)
-          void deps.publisher.publish(
-            intent.id,
-            outcome.transitions.map((t) => t.to),
-            outcome.intent.updatedAt,
-          );
-        logConfirmed(input, outcome.intent);
-        return { replayed: false, intent: outcome.intent };
+        return confirmed(
+          deps,
+          input,
+          outcome.intent,
+          outcome.transitions.map((t) => t.to),
+        );
       default:
         return assertNever(outcome);
     }
@@ -113,28 +115,29 @@ async function attemptConfirm(deps: IntentDeps, input: ConfirmInvoiceInput, atte
 }
 
 /** The claim is this request's own: its attempt id was stored with it. */
-const isThisRequests = (stored: Intent, attemptId: string) => stored.confirmAttemptId === attemptId;
+const isOwnClaim = (stored: Intent, attemptId: string) => stored.confirmAttemptId === attemptId;
 
-/** The invoice, if this request's own claim redeemed it. */
-async function ownConfirm(sql: Sql, intentId: string, attemptId: string): Promise<Intent | null> {
-  const stored = await findIntent(sql, intentId);
-  return stored !== null && isThisRequests(stored, attemptId) ? stored : null;
-}
-
-function logConfirmed(input: ConfirmInvoiceInput, intent: Intent): void {
+/**
+ * This request's confirm, answered as fresh. Its live status message goes out on every path that
+ * finds the claim its own, a lost COMMIT answer's too: a merchant watching the invoice waits for it.
+ */
+function confirmed(deps: IntentDeps, input: ConfirmInvoiceInput, intent: Intent, statuses: readonly string[]): ConfirmAnswer {
+  if (intent.live) void deps.publisher.publish(intent.id, statuses, intent.updatedAt);
   input.log
     .child({ traceId: intent.id })
     .info({ status: intent.status, failureReason: intent.failureReason, payer: intent.fromAccountName }, 'invoice confirmed');
+  return { replayed: false, intent };
 }
 
 /**
- * Whether a confirm may go on, finds its own claim (committed, its answer lost), is the replay of
- * the confirm that processed the invoice, or is refused (thrown). An already swept invoice answers EXPIRED, as it did the moment before the
- * sweep, so a client sees one answer for one invoice whenever it asks.
+ * Whether a confirm may go on, is the replay of the confirm that processed the invoice, or is
+ * refused (thrown). 'own' (this request's claim, committed with its answer lost) is found only
+ * by a read after the claim. An already swept invoice answers EXPIRED, as it did the moment
+ * before the sweep, so a client sees one answer for one invoice whenever it asks.
  */
 function verdict(intent: Intent, input: ConfirmInvoiceInput, attemptId: string, now: Date): 'proceed' | 'replay' | 'own' {
   if (intent.status !== 'CREATED') {
-    if (isThisRequests(intent, attemptId)) return 'own';
+    if (isOwnClaim(intent, attemptId)) return 'own';
     if (intent.confirmIdempotencyKey === input.idempotencyKey && intent.redeemedByUserId === input.payerUserId) return 'replay';
     if (intent.status === 'EXPIRED') throw expired();
     throw apiError('ALREADY_PROCESSED', `invoice is ${intent.status}`, { bare: true, extra: { status: intent.status } });
