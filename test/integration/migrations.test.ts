@@ -16,7 +16,7 @@ import { buildIfStale, spawnService } from '../support/service-process.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const pgUrl = (process.env.DATABASE_URL ?? '').startsWith('postgres') ? process.env.DATABASE_URL : undefined;
-const LATEST = '022-intent-events-one-trigger';
+const LATEST = '021-confirm-attempt';
 const EDITED = '003-policies-admin';
 const STARTUP_MS_MAX = 60_000;
 /** Each test runs several processes that each open the embedded database: slow on a loaded 2-core machine. */
@@ -64,7 +64,7 @@ async function withDatabase<T>(work: (db: Database) => Promise<T>): Promise<T> {
   }
 }
 
-/** The latest migration pending again: its record gone (each is written to run again over its own result). */
+/** The latest migration pending again: its record gone (020 is written to run again over its own result). */
 const undoLatest = (db: Database) => db.query('DELETE FROM schema_migrations WHERE version = $1', [LATEST]);
 
 describe('payorch migrate and migrate --status', () => {
