@@ -304,14 +304,14 @@ async function closedLoop() {
       const remember = (/** @type {Sent} */ payment) => {
         previous = payment;
       };
-      /** @param {{ share: number } | undefined} spread */
-      const due = (spread, /** @type {number} */ i) =>
-        spread !== undefined && Math.floor((i + w + 1) * spread.share) > Math.floor((i + w) * spread.share);
+      // Worker w's i-th request takes a share's turn when ⌊(i + w + 1)·share⌋ > ⌊(i + w)·share⌋.
+      const turn = (/** @type {number} */ share, /** @type {number} */ i) => Math.floor((i + w + 1) * share) > Math.floor((i + w) * share);
       for (let i = 0; performance.now() < end; i++) {
-        const u = due(refusals, i) && refusals !== undefined ? refusals.payers[0] + w : firstUser + w + concurrency * (i % perWorker);
+        const refused = refusals !== undefined && turn(refusals.share, i);
+        const u = refused ? refusals.payers[0] + w : firstUser + w + concurrency * (i % perWorker);
         const dueAt = performance.now();
         sent++;
-        const answer = previous !== null && due(replays, i) ? retry(previous) : work(u, sent, remember);
+        const answer = previous !== null && replays !== undefined && turn(replays.share, i) ? retry(previous) : work(u, sent, remember);
         record(dueAt, await answer.catch((e) => `exception:${e.code ?? e.message}`));
       }
     }),

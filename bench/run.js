@@ -729,29 +729,10 @@ async function main() {
         log('hot payee', pgr.p2pHotPayee.throughputPerS, '/s; CPU per intent (µs)', pgr.p2pHotPayee.cpuPerIntent);
       }
     }
-    if (runs('replays')) {
-      pgr.p2pReplays = [];
-      for (const share of [0, REPLAY_SHARE]) {
-        const load = await runJson('load.js', {
-          ...base,
-          url: server.url,
-          kind: 'p2p',
-          mode: 'closed',
-          concurrency: HOT_PAYEE_CONCURRENCY,
-          ...(share === 0 ? {} : { replays: { share } }),
-        });
-        pgr.p2pReplays.push(load);
-        log(
-          `P2P, ${share * 100} % retried,`,
-          HOT_PAYEE_CONCURRENCY,
-          'in flight:',
-          load.throughputPerS,
-          'settled /s,',
-          load.replayedPerS ?? 0,
-          'replayed /s',
-        );
-      }
-    }
+    if (runs('replays'))
+      pgr.p2pReplays = await replayPhases('P2P', HOT_PAYEE_CONCURRENCY, (shares) =>
+        runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency: HOT_PAYEE_CONCURRENCY, ...shares }),
+      );
     await server.stop();
 
     /** @type {FloorResults} */
@@ -1041,6 +1022,31 @@ async function soak(server, options) {
 }
 
 /**
+ * The replay sections' two phases: plain, then with REPLAY_SHARE of the requests retried.
+ * @param {string} engine
+ * @param {number} concurrency
+ * @param {(shares: { replays?: Replays }) => Promise<LoadResult>} closedLoop
+ * @returns {Promise<LoadResult[]>}
+ */
+async function replayPhases(engine, concurrency, closedLoop) {
+  const loads = [];
+  for (const share of [0, REPLAY_SHARE]) {
+    const load = await closedLoop(share === 0 ? {} : { replays: { share } });
+    loads.push(load);
+    log(
+      `${engine}, ${share * 100} % retried,`,
+      concurrency,
+      'in flight:',
+      load.throughputPerS,
+      'settled /s,',
+      load.replayedPerS ?? 0,
+      'replayed /s',
+    );
+  }
+  return loads;
+}
+
+/**
  * @param {Omit<LoadOptions, 'url' | 'kind' | 'mode'>} base
  * @param {string} secret
  * @param {string} configFile
@@ -1110,21 +1116,8 @@ async function pglitePass(base, secret, configFile) {
         }
     }
     if (runs('pglite-replays')) {
-      result.p2pReplays = [];
       const concurrency = Math.max(...PGLITE_SATURATION_CONCURRENCY);
-      for (const share of [0, REPLAY_SHARE]) {
-        const load = await closedLoop(concurrency, share === 0 ? {} : { replays: { share } });
-        result.p2pReplays.push(load);
-        log(
-          `PGlite, ${share * 100} % retried,`,
-          concurrency,
-          'in flight:',
-          load.throughputPerS,
-          'settled /s,',
-          load.replayedPerS ?? 0,
-          'replayed /s',
-        );
-      }
+      result.p2pReplays = await replayPhases('PGlite', concurrency, (shares) => closedLoop(concurrency, shares));
     }
     result.peakRssMb = server.status().peakRssMb;
     return result;
