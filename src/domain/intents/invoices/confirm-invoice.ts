@@ -3,7 +3,7 @@ import type { Sql } from '../../../adapters/database.js';
 import { ledgerAccountId } from '../../../ledger/account-id.js';
 import { type AccountRecord, lookupAccount } from '../../accounts.js';
 import { type ConfigSnapshot, feeRulesOf } from '../../config-snapshot.js';
-import { apiError, assertNever } from '../../errors.js';
+import { apiError } from '../../errors.js';
 import type { FeeResult } from '../../fees/index.js';
 import { applicableLimitRules, limitChecks, loadLimitRules } from '../../limits.js';
 import type { Logger } from '../../../adapters/logger.js';
@@ -60,9 +60,8 @@ export async function confirmInvoice(deps: IntentDeps, input: ConfirmInvoiceInpu
       // Still unclaimed: this request's claim did not commit, or has not yet. Only the failure is certain.
       if (current === null || current.status === 'CREATED') throw failureOf(thrown);
       const seen = verdict(current, input, attemptId, new Date());
-      if (seen === 'own') return confirmed(deps, input, current, [current.status]);
-      if (seen === 'replay') return { replayed: true, intent: current };
-      throw failureOf(thrown);
+      if (seen === 'proceed') throw failureOf(thrown);
+      return answerOf(deps, input, { kind: seen, intent: current });
     }
   });
 }
@@ -75,7 +74,7 @@ async function attemptConfirm(deps: IntentDeps, input: ConfirmInvoiceInput, atte
     throw apiError('PAYER_ACCOUNT_USER_MISMATCH', `X-User-Id ${input.actor} is not the payer ${input.payerUserId}`);
   }
   const seen = verdict(intent, input, attemptId, new Date());
-  if (seen !== 'proceed') return { replayed: seen === 'replay', intent };
+  if (seen !== 'proceed') return answerOf(deps, input, { kind: seen, intent });
   const payer = payerAccount(payerFound, intent, input);
   const config = input.config ?? null;
   // The invoice's amount, currency and metadata never change, so its fees can be priced
@@ -94,34 +93,23 @@ async function attemptConfirm(deps: IntentDeps, input: ConfirmInvoiceInput, atte
   if (fees.postFee > intent.amount) throw apiError('BAD_REQUEST', `post fee ${fees.postFee} exceeds the amount ${intent.amount}`);
   const legs = await feeLegs(deps.accounts, fees);
 
-  return deps.locks.withPayer(input.payerUserId, async () => {
-    const outcome = await redeem(deps, intent, { payer, fees, legs, input, attemptId });
-    switch (outcome.kind) {
-      case 'replay':
-        return { replayed: true, intent: outcome.intent };
-      case 'own':
-        return confirmed(deps, input, outcome.intent, [outcome.intent.status]);
-      case 'done':
-        return confirmed(
-          deps,
-          input,
-          outcome.intent,
-          outcome.transitions.map((t) => t.to),
-        );
-      default:
-        return assertNever(outcome);
-    }
-  });
+  return deps.locks.withPayer(input.payerUserId, async () =>
+    answerOf(deps, input, await redeem(deps, intent, { payer, fees, legs, input, attemptId })),
+  );
 }
 
 /** The claim is this request's own: its attempt id was stored with it. */
 const isOwnClaim = (stored: Intent, attemptId: string) => stored.confirmAttemptId === attemptId;
 
 /**
- * This request's confirm, answered as fresh. Its live status message goes out on every path that
- * finds the claim its own, a lost COMMIT answer's too: a merchant watching the invoice waits for it.
+ * The answer to a confirm, however its outcome was learnt. This request's own confirm is fresh,
+ * and its live status message goes out on every path that finds it, a lost COMMIT answer's too
+ * (its final status then): a merchant watching the invoice waits for it.
  */
-function confirmed(deps: IntentDeps, input: ConfirmInvoiceInput, intent: Intent, statuses: readonly string[]): ConfirmAnswer {
+function answerOf(deps: IntentDeps, input: ConfirmInvoiceInput, outcome: RedeemOutcome): ConfirmAnswer {
+  const { intent } = outcome;
+  if (outcome.kind === 'replay') return { replayed: true, intent };
+  const statuses = outcome.kind === 'done' ? outcome.transitions.map((t) => t.to) : [intent.status];
   if (intent.live) void deps.publisher.publish(intent.id, statuses, intent.updatedAt);
   input.log
     .child({ traceId: intent.id })
