@@ -122,6 +122,32 @@ describe('a group commit whose COMMIT answer is lost', () => {
     expect(replay.json().intentId).toBe(res.json().intentId);
   });
 
+  it('answers a payment whose settlement the ledger refused with that refusal, not 500 INTERNAL_ERROR, and publishes FAILED', async () => {
+    const accounts = ['user.1.THB', 'user.2.THB', 'system.transit.INTERNAL_P2P.THB'];
+    const before = await balances(t, accounts);
+    const body = intentBody({ operationType: 'P2P_TRANSFER', amount: 200, recipientUserId: 2, live: true });
+    faults.settlementFails = true;
+    lost.arm();
+    const res = await t.call('POST', '/intents', { user: 1, body }).finally(() => {
+      faults.settlementFails = false;
+    });
+    expect(lost.armed, 'the payment met the lost answer').toBe(false);
+    expect(res.statusCode, res.body).toBe(500);
+    expect(res.json()).toEqual({
+      error: 'LEDGER_TRANSFER_ERROR',
+      message: expect.stringMatching(/^ledger refused the settlement: .*credit_account_not_found/),
+    });
+    expect(await balances(t, accounts)).toEqual(before);
+    await expectLedgerInvariants(t.db);
+
+    const replay = await t.call('POST', '/intents', { user: 1, body });
+    expect(replay.statusCode).toBe(200);
+    expect(replay.json().status).toBe('FAILED');
+    const { intentId } = replay.json();
+    await until(() => tap.statusesOf(intentId).length > 0);
+    expect(tap.statusesOf(intentId)).toEqual(['FAILED']);
+  });
+
   it('in a batch: each payment is retried alone, meets its own stored key, and is answered 201, not as a replay', async () => {
     lost.arm(2);
     const bodies = BATCH_PAYERS.map(() => intentBody({ operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: 2 }));

@@ -93,7 +93,7 @@ export async function commitConfirmBatch(tx: Tx, ledger: Ledger, batch: readonly
         voids.push(refund);
         endings[index] = {
           status: 'FAILED',
-          reason: `ledger_transfer_error: ${money.results.join(', ')}`,
+          reason: money.reason,
           transferIds: [item.transfers[0]!.id, refund.id],
         };
         break;

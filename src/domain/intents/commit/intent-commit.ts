@@ -1,6 +1,6 @@
 import type { Database, Sql, Tx } from '../../../adapters/database.js';
 import { withIntentIds } from '../../../adapters/tracing.js';
-import type { CreateTransferError, CreateTransferResult, Ledger, TransferInput } from '../../../ledger/ledger.js';
+import type { CreateTransferResult, Ledger, TransferInput } from '../../../ledger/ledger.js';
 import { type ApiError, apiError, assertNever } from '../../errors.js';
 import { ledgerResultsPerIntent, moneyOutcomeOf, voidRefusedChains } from '../money/apply-transfers.js';
 import { checkJson, type Guard, type GuardRefusal, recipientLimitKeysOf, refusalError } from './guard.js';
@@ -42,14 +42,9 @@ export type CommitOutcome =
       readonly kind: 'stored';
       readonly createdAt: Date;
       readonly transitions: readonly Transition[];
-      readonly failure: LedgerFailure | null;
+      /** The settlement chain did not apply; the reservation was voided and the intent stored as FAILED. */
+      readonly failure: { readonly reason: string } | null;
     };
-
-/** The settlement chain did not apply; the reservation was voided and the intent stored as FAILED. */
-export interface LedgerFailure {
-  readonly reason: string;
-  readonly results: readonly CreateTransferError[];
-}
 
 /**
  * Intents of one batch. The ledger's and the guard's cost is mostly per batch (locks, the plan,
@@ -234,10 +229,10 @@ export async function commitBatch(
         closing.push({ item, action: 'drop', transitions: [], history: [] });
         break;
       case 'settlement_refused': {
-        const reason = `ledger_transfer_error: ${money.results.join(', ')}`;
+        const { reason } = money;
         const transitions: Transition[] = [...item.transitions.slice(0, -1), { from: 'AUTHORIZED', to: 'FAILED', reason }];
         voids.push(voidTransfer(item.intent.id, item.intent.operationType));
-        outcomes[index] = { kind: 'stored', createdAt, transitions, failure: { reason, results: money.results } };
+        outcomes[index] = { kind: 'stored', createdAt, transitions, failure: { reason } };
         closing.push({ item, action: 'fail', failureReason: reason, transitions, history: [] });
         break;
       }

@@ -20,6 +20,7 @@ import { findIntentByKey, type Intent, type IntentLookup, type NewIntent, type T
 import { failureOf, storedDespite } from '../commit/commit-unanswered.js';
 import type { IntentCommitter } from '../commit/intent-commit.js';
 import { type MoneyPlan, reserveTransfer, settleTransfers } from '../money/money-path.js';
+import { settlementRefusalOf } from '../money/apply-transfers.js';
 import type { PayerLocks } from './payer-locks.js';
 import type { StatusPublisher } from '../store/status-publisher.js';
 
@@ -77,7 +78,7 @@ export async function createIntent(deps: IntentDeps, input: CreateIntentInput): 
       attempt = await validateAndPersist(deps, input, fingerprint, intentId);
     } catch (thrown) {
       const own = await storedDespite(thrown, () => ownPayment(deps, input, intentId));
-      if (own !== null) return created(deps, own, [own.status]);
+      if (own !== null) return ownAnswer(deps, input, own, [own.status]);
       const error = failureOf(thrown);
       if (!(error instanceof ApiError)) throw error;
       const existing = await findIntentByKey(deps.db, serviceId, request.idempotencyKey);
@@ -87,52 +88,45 @@ export async function createIntent(deps: IntentDeps, input: CreateIntentInput): 
     if (attempt.kind === 'duplicate') {
       const stored = await findIntentByKey(deps.db, serviceId, request.idempotencyKey);
       if (stored === null) throw new Error('idempotency conflict without a stored intent');
-      if (isOwnPayment(stored, intentId)) return created(deps, stored, [stored.status]);
+      if (stored.id === intentId) return ownAnswer(deps, input, stored, [stored.status]);
       return replayOf(stored, fingerprint);
     }
     const { outcome } = attempt;
-    const answer = created(
+    return ownAnswer(
       deps,
+      input,
       outcome.intent,
       outcome.transitions.map((t) => t.to),
     );
-    if (outcome.ledgerFailure !== null) {
-      input.log.error(
-        { traceId: outcome.intent.id, ledger: outcome.ledgerFailure },
-        'settlement refused by the ledger; reservation voided',
-      );
-      throw apiError('LEDGER_TRANSFER_ERROR', `ledger refused the settlement: ${outcome.ledgerFailure.join(', ')}`);
-    }
-    return answer;
   });
 }
 
 /**
- * This request's payment, answered as created. Its live status message goes out on every path
- * that finds the payment its own, a lost COMMIT answer's too.
+ * This request's payment, answered as created, or, when the ledger refused its settlement, with
+ * that refusal. Its live status message goes out first, on every path that finds the payment its
+ * own.
+ *
+ * A COMMIT can go through and its answer be lost (a connection cut right then): the request then
+ * meets a CommitUnanswered, or its batch's one-by-one retry meets the stored key, though its own
+ * payment is stored. Told by the intent's id, drawn by this request before anything was written,
+ * such a payment gets the answer it would have had, not a replay or the failure.
  */
-function created(deps: IntentDeps, intent: Intent, statuses: readonly string[]): IntentAnswer {
+function ownAnswer(deps: IntentDeps, input: CreateIntentInput, intent: Intent, statuses: readonly string[]): IntentAnswer {
   if (intent.live) void deps.publisher.publish(intent.id, statuses, intent.updatedAt);
+  const refused = intent.status === 'FAILED' ? settlementRefusalOf(intent.failureReason) : null;
+  if (refused !== null) {
+    input.log.error({ traceId: intent.id, ledger: refused }, 'settlement refused by the ledger; reservation voided');
+    throw apiError('LEDGER_TRANSFER_ERROR', `ledger refused the settlement: ${refused}`);
+  }
   return { replayed: false, intent };
 }
 
 type Attempt = { kind: 'duplicate' } | { kind: 'stored'; outcome: Extract<PersistOutcome, { kind: 'stored' }> };
 
-/**
- * A COMMIT can go through and its answer be lost (a connection cut right then): the request then
- * meets a CommitUnanswered, or its batch's one-by-one retry meets the stored key, though its own
- * payment is stored. Told by the intent's id, drawn by this request before anything was written,
- * such a payment is answered as created, not replayed or failed; a FAILED one keeps the answer a
- * retry would get.
- */
-function isOwnPayment(stored: Intent, intentId: string): boolean {
-  return stored.id === intentId && stored.status !== 'FAILED';
-}
-
 /** This request's own payment, if it is stored under its key. */
 async function ownPayment(deps: IntentDeps, input: CreateIntentInput, intentId: string): Promise<Intent | null> {
   const stored = await findIntentByKey(deps.db, input.serviceId, input.request.idempotencyKey);
-  return stored !== null && isOwnPayment(stored, intentId) ? stored : null;
+  return stored?.id === intentId ? stored : null;
 }
 
 /** Every check in the order of docs/design.md, then the one transaction; refusals throw ApiError. */
@@ -275,9 +269,7 @@ function draftIntent(
   };
 }
 
-type PersistOutcome =
-  | { kind: 'duplicate' }
-  | { kind: 'stored'; intent: Intent; transitions: readonly Transition[]; ledgerFailure: string[] | null };
+type PersistOutcome = { kind: 'duplicate' } | { kind: 'stored'; intent: Intent; transitions: readonly Transition[] };
 
 /**
  * The intent, its audit trail, its ledger movement and its history commit together, in the
@@ -330,13 +322,8 @@ async function persist(
       throw outcome.error;
     case 'stored': {
       const created = stored(intent, outcome.createdAt);
-      if (outcome.failure === null) return { kind: 'stored', intent: created, transitions: outcome.transitions, ledgerFailure: null };
-      return {
-        kind: 'stored',
-        intent: { ...created, status: 'FAILED', failureReason: outcome.failure.reason },
-        transitions: outcome.transitions,
-        ledgerFailure: [...outcome.failure.results],
-      };
+      const ended = outcome.failure === null ? created : { ...created, status: 'FAILED' as const, failureReason: outcome.failure.reason };
+      return { kind: 'stored', intent: ended, transitions: outcome.transitions };
     }
     default:
       return assertNever(outcome);

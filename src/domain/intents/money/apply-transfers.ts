@@ -9,7 +9,17 @@ import type { CreateTransferError, CreateTransferResult, Ledger, TransferInput }
 export type MoneyOutcome =
   | { readonly kind: 'applied' }
   | { readonly kind: 'reservation_refused'; readonly failure: CreateTransferResult }
-  | { readonly kind: 'settlement_refused'; readonly results: readonly CreateTransferError[] };
+  | { readonly kind: 'settlement_refused'; readonly results: readonly CreateTransferError[]; readonly reason: string };
+
+const SETTLEMENT_REFUSAL = 'ledger_transfer_error: ';
+
+/**
+ * The ledger's statuses of a refused settlement, read back from the intent's stored
+ * failureReason; null for an intent that failed any other way.
+ */
+export function settlementRefusalOf(failureReason: string | null): string | null {
+  return failureReason?.startsWith(SETTLEMENT_REFUSAL) ? failureReason.slice(SETTLEMENT_REFUSAL.length) : null;
+}
 
 /**
  * What the ledger's answer to `[reserve, ...settle]` means for the intent, before any void:
@@ -20,7 +30,8 @@ export function moneyOutcomeOf(results: readonly CreateTransferResult[]): MoneyO
   const reserveFailure = failures.find((f) => f.index === 0);
   if (reserveFailure !== undefined) return { kind: 'reservation_refused', failure: reserveFailure };
   if (failures.length === 0) return { kind: 'applied' };
-  return { kind: 'settlement_refused', results: failures.map((f) => f.result) };
+  const refused = failures.map((f) => f.result);
+  return { kind: 'settlement_refused', results: refused, reason: `${SETTLEMENT_REFUSAL}${refused.join(', ')}` };
 }
 
 /**
