@@ -1,5 +1,4 @@
-import { createHash, createHmac } from 'node:crypto';
-import { v7 as uuidv7 } from 'uuid';
+import { createHmac } from 'node:crypto';
 import type { Database } from '../../../adapters/database.js';
 import type { Permissions } from '../../admin/service-keys.js';
 import { ledgerAccountId } from '../../../ledger/account-id.js';
@@ -13,6 +12,8 @@ import type { Logger } from '../../../adapters/logger.js';
 import type { Channel, IntentStatus } from '../../model.js';
 import { CHANNEL_BEHAVIOUR, isInvoiceChannel, transitAccountName } from '../../channels.js';
 import { pickChannel, routeChannel } from '../../routing.js';
+import { sha256Hex } from '../../signing.js';
+import { newIntentId } from './intent-id.js';
 import { checkOverridePermissions, resolveAccounts, type ResolvedAccounts } from './account-resolution.js';
 import { calculateFees, feeLegs } from './fee-calculation.js';
 import { bodyRuleViolation, type IntentRequest, requestFingerprint } from './intent-request.js';
@@ -70,8 +71,7 @@ export interface IntentAnswer {
 export async function createIntent(deps: IntentDeps, input: CreateIntentInput): Promise<IntentAnswer> {
   const { request, serviceId, actor } = input;
   const fingerprint = fingerprintOf(request, actor);
-  // Time-ordered (UUID v7): the intent tables' indexes grow at their end (money-path.ts, transferId).
-  const intentId = uuidv7();
+  const intentId = newIntentId();
   return deps.locks.oneAtATime(`${serviceId}/${request.idempotencyKey}`, async () => {
     let attempt: Attempt;
     try {
@@ -175,7 +175,7 @@ async function validateAndPersist(deps: IntentDeps, input: CreateIntentInput, fi
 }
 
 function fingerprintOf(request: IntentRequest, actor: number): string {
-  return createHash('sha256').update(requestFingerprint(request, actor)).digest('hex');
+  return sha256Hex(requestFingerprint(request, actor));
 }
 
 /** docs/rules.md R14: the same key for a different payment is a conflict, never a second payment. */
