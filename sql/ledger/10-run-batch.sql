@@ -1,5 +1,7 @@
--- A batch applied event by event, with TigerBeetle's per-event answers: the path of a batch that
--- ledger_plan_batch (11-plan.sql) found would not apply in full, and of every account batch.
+-- A batch applied event by event, with TigerBeetle's per-event answers: the path of the chains and
+-- transfers where ledger_plan_until_refusal (11-plan.sql) found a batch would stop applying as
+-- planned, of what follows them past ledger_replans_max (12-write-plan.sql), and of every account
+-- batch.
 --
 -- Chains (linked on every member but the last) apply all-or-nothing, inside one BEGIN ... EXCEPTION
 -- block: the member that failed names its reason, the others read linked_event_failed. Unlike
@@ -19,6 +21,63 @@ BEGIN
   RAISE EXCEPTION 'ledger: unknown event kind %', p_kind;
 END $$;
 
+-- The last event of the chain that starts at p_start (p_start itself when it is not linked). A
+-- chain still open at the batch's end ends at its last event.
+CREATE OR REPLACE FUNCTION ledger_chain_end(p_batch jsonb, p_start integer) RETURNS integer
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  v_last integer := jsonb_array_length(p_batch) - 1;
+  v_end integer := p_start;
+BEGIN
+  WHILE v_end < v_last AND ledger_is_linked(ledger_event_flags(p_batch->v_end)) LOOP
+    v_end := v_end + 1;
+  END LOOP;
+  RETURN v_end;
+END $$;
+
+-- Applies the events of a batch from p_from (the start of a chain or a single event) through the
+-- chain or event that holds p_to, in order, at p_now: the failures only, as [{index, result}] with
+-- the batch's indexes, and the ids it applied. Neither locks nor rolls up: its callers do both once
+-- per batch.
+CREATE OR REPLACE FUNCTION ledger_run_events(p_kind text, p_batch jsonb, p_from integer, p_to integer,
+                                             p_now timestamptz, OUT results jsonb, OUT applied uuid[])
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_chain_results jsonb;
+  v_chain_applied uuid[];
+  v_start integer := p_from;
+  v_end integer;
+  v_reason text;
+BEGIN
+  results := '[]';
+  applied := '{}';
+  WHILE v_start <= p_to LOOP
+    v_end := ledger_chain_end(p_batch, v_start);
+    IF ledger_is_linked(ledger_event_flags(p_batch->v_end)) THEN
+      FOR v_index IN v_start .. v_end LOOP
+        results := results || jsonb_build_object('index', v_index, 'result',
+          CASE WHEN v_index = v_end THEN 'linked_event_chain_open' ELSE 'linked_event_failed' END);
+      END LOOP;
+      EXIT;
+    END IF;
+
+    IF v_start = v_end THEN
+      v_reason := ledger_apply_event(p_kind, p_batch->v_start, p_now);
+      IF v_reason IS NOT NULL THEN
+        results := results || jsonb_build_object('index', v_start, 'result', v_reason);
+      ELSE
+        applied := applied || (p_batch->v_start->>'id')::uuid;
+      END IF;
+    ELSE
+      SELECT c.results, c.applied INTO v_chain_results, v_chain_applied
+        FROM ledger_run_chain(p_kind, p_batch, v_start, v_end, p_now) AS c;
+      results := results || v_chain_results;
+      applied := applied || v_chain_applied;
+    END IF;
+    v_start := v_end + 1;
+  END LOOP;
+END $$;
+
 -- Applies a batch of events in order; returns the failures only, as [{index, result}]. The
 -- transfers it applied move their unguarded accounts once, at the end (ledger_roll_up).
 CREATE OR REPLACE FUNCTION ledger_run_batch(p_kind text, p_batch jsonb) RETURNS jsonb
@@ -27,50 +86,17 @@ DECLARE
   -- One clock for the whole batch: a pending transfer created and posted in one batch cannot
   -- expire in between, and expiry decisions agree with each other.
   v_now timestamptz := clock_timestamp();
-  v_count integer := jsonb_array_length(p_batch);
-  v_results jsonb := '[]';
-  v_chain_results jsonb;
-  v_chain_applied uuid[];
-  v_applied uuid[] := '{}';
-  v_start integer := 0;
-  v_end integer;
-  v_reason text;
+  v_run record;
 BEGIN
   IF p_kind = 'transfer' THEN
     PERFORM ledger_lock_for_transfers(p_batch);
   END IF;
-  WHILE v_start < v_count LOOP
-    v_end := v_start;
-    WHILE v_end < v_count - 1 AND ledger_is_linked(ledger_event_flags(p_batch->v_end)) LOOP
-      v_end := v_end + 1;
-    END LOOP;
-    IF ledger_is_linked(ledger_event_flags(p_batch->v_end)) THEN
-      FOR v_index IN v_start .. v_end LOOP
-        v_results := v_results || jsonb_build_object('index', v_index, 'result',
-          CASE WHEN v_index = v_end THEN 'linked_event_chain_open' ELSE 'linked_event_failed' END);
-      END LOOP;
-      EXIT;
-    END IF;
-
-    IF v_start = v_end THEN
-      v_reason := ledger_apply_event(p_kind, p_batch->v_start, v_now);
-      IF v_reason IS NOT NULL THEN
-        v_results := v_results || jsonb_build_object('index', v_start, 'result', v_reason);
-      ELSE
-        v_applied := v_applied || (p_batch->v_start->>'id')::uuid;
-      END IF;
-    ELSE
-      SELECT c.results, c.applied INTO v_chain_results, v_chain_applied
-        FROM ledger_run_chain(p_kind, p_batch, v_start, v_end, v_now) AS c;
-      v_results := v_results || v_chain_results;
-      v_applied := v_applied || v_chain_applied;
-    END IF;
-    v_start := v_end + 1;
-  END LOOP;
-  IF p_kind = 'transfer' AND cardinality(v_applied) > 0 THEN
-    PERFORM ledger_roll_up(v_applied);
+  SELECT r.results, r.applied INTO v_run
+    FROM ledger_run_events(p_kind, p_batch, 0, jsonb_array_length(p_batch) - 1, v_now) AS r;
+  IF p_kind = 'transfer' AND cardinality(v_run.applied) > 0 THEN
+    PERFORM ledger_roll_up(v_run.applied);
   END IF;
-  RETURN v_results;
+  RETURN v_run.results;
 END $$;
 
 -- One chain, events p_start to p_end: its answers ('exists' only, when it held) and the ids it

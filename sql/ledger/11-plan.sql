@@ -5,15 +5,16 @@
 -- order decide exactly.
 --
 -- The plan, in stages:
---   ledger_batch_events        the JSON events as columns
---   ledger_plan_lookups        each event with the rows it depends on: the pending transfer a post
---                              or void resolves (created earlier in the batch, or stored), its
---                              accounts' ledgers
---   ledger_plan_events         each event as it would be stored, and whether it would apply
---   ledger_plan_within_limits  the guarded accounts' running sums
---   ledger_plan_batch          all of it: the batch as it would be stored, or NULL
--- The SQL stages are inlined into ledger_plan_batch's one query (LANGUAGE sql, not VOLATILE, one
--- SELECT), so PL/pgSQL still plans and caches that query once per session.
+--   ledger_batch_events           the JSON events as columns
+--   ledger_plan_lookups           each event with the rows it depends on: the pending transfer a
+--                                 post or void resolves (created earlier in the batch, or stored),
+--                                 its accounts' ledgers
+--   ledger_plan_events            each event as it would be stored, and whether it would apply
+--   ledger_plan_first_over_limit  the guarded accounts' running sums
+--   ledger_plan_until_refusal     all of it: the batch as it would be stored, and the first event
+--                                 from which it would not (NULL when it all applies)
+-- The SQL stages are inlined into ledger_plan_until_refusal's one query (LANGUAGE sql, not
+-- VOLATILE, one SELECT), so PL/pgSQL still plans and caches that query once per session.
 
 CREATE OR REPLACE FUNCTION ledger_batch_events(p_batch jsonb)
 RETURNS TABLE (idx integer, id uuid, debit uuid, credit uuid, amount bigint, pending_id uuid,
@@ -67,7 +68,7 @@ LANGUAGE sql STABLE AS $$
     LEFT JOIN LATERAL (SELECT t.* FROM ledger_transfers t
                         WHERE ledger_resolves_pending(e.flags) AND b.id IS NULL AND t.id = e.pending_id
                        OFFSET 0) AS s ON true
-    -- Two resolves of one reservation make duplicate rows here, which ledger_plan_batch refuses.
+    -- Two resolves of one reservation make duplicate rows here, which ledger_plan_until_refusal finds.
     LEFT JOIN e AS r ON ledger_is_pending(e.flags) AND r.pending_id = e.id AND ledger_resolves_pending(r.flags)
                     AND r.idx > e.idx
     LEFT JOIN accounts AS da ON NOT ledger_resolves_pending(e.flags) AND da.id = e.debit
@@ -108,7 +109,8 @@ LANGUAGE sql STABLE AS $$
              ELSE
                p.pending_id IS NOT NULL AND p.pending_id <> '00000000-0000-0000-0000-000000000000'
                AND p.pending_id <> p.id AND p.timeout_s = 0
-               AND NOT (ledger_posts_pending(p.flags) AND p.amount = 0)
+               -- A post that omits its amount posts all of it.
+               AND NOT (ledger_posts_pending(p.flags) AND coalesce(p.amount, -1) = 0)
                AND coalesce(p.pending_open, false)
                AND (p.debit IS NULL OR p.debit = p.pending_debit)
                AND (p.credit IS NULL OR p.credit = p.pending_credit)
@@ -120,12 +122,15 @@ $$;
 
 -- The guarded accounts' checks, in batch order: after each event that could break a limit (a new
 -- transfer debiting a debits-must-not-exceed-credits account, or crediting the mirror image), the
--- balance before the batch plus every movement up to that event must stay within it. Each account
--- and its balance row are read once (by an array, one index scan each), not once per movement.
-CREATE OR REPLACE FUNCTION ledger_plan_within_limits(p_plan ledger_planned_transfer[]) RETURNS boolean
+-- balance before the batch plus every movement up to that event must stay within it. The first
+-- event that breaks one, or NULL. Exact for an event when every event before it applies: the
+-- running sums hold the movements up to it only. Each account and its balance row are read once
+-- (by an array, one index scan each), not once per movement. (The boolean it replaces is dropped.)
+DROP FUNCTION IF EXISTS ledger_plan_within_limits(ledger_planned_transfer[]);
+CREATE OR REPLACE FUNCTION ledger_plan_first_over_limit(p_plan ledger_planned_transfer[]) RETURNS integer
 LANGUAGE plpgsql AS $$
 BEGIN
-  RETURN NOT EXISTS (
+  RETURN (
     WITH m AS (SELECT * FROM ledger_plan_movements(p_plan)),
     guarded AS (
       SELECT a.id, a.flags, b.debits_pending, b.debits_posted, b.credits_pending, b.credits_posted
@@ -143,36 +148,78 @@ BEGIN
         JOIN guarded g ON g.id = m.account_id
       WINDOW w AS (PARTITION BY m.account_id ORDER BY m.idx ROWS UNBOUNDED PRECEDING)
     )
-    SELECT 1 FROM running r
+    SELECT min(r.idx) FROM running r
      WHERE (r.checks_debits AND ledger_debits_must_not_exceed_credits(r.account_flags) AND r.debits > r.credits_posted)
         OR (r.checks_credits AND ledger_credits_must_not_exceed_debits(r.account_flags) AND r.credits > r.debits_posted));
 END $$;
 
--- The batch as it would be stored, or NULL when an event would not apply as given (refused,
--- resolving what is not pending), an id or a reservation comes twice, the batch ends in an open
--- chain, or a guarded account would break its limit. An event already stored is found by
--- ledger_write_plan.
-CREATE OR REPLACE FUNCTION ledger_plan_batch(p_batch jsonb, p_now timestamptz) RETURNS ledger_planned_transfer[]
+-- The first event whose id an earlier event of the batch has, or whose reservation an earlier
+-- event resolves, or NULL. (A reservation resolved twice later in the batch comes twice in the
+-- plan, with one index: not a repeat.)
+CREATE OR REPLACE FUNCTION ledger_plan_first_repeat(p_plan ledger_planned_transfer[]) RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT min(d.idx) FROM (
+    SELECT p.idx, ledger_resolves_pending(p.flags) AS resolves,
+           min(p.idx) OVER (PARTITION BY p.id) AS first_of_id,
+           min(p.idx) OVER (PARTITION BY CASE WHEN ledger_resolves_pending(p.flags) THEN p.pending_id END) AS first_resolve
+      FROM unnest(p_plan) AS p
+  ) AS d
+   WHERE d.first_of_id < d.idx OR (d.resolves AND d.first_resolve < d.idx)
+$$;
+
+-- The batch as it would be stored, and the first event from which it does not apply as planned
+-- (NULL when it all does): one refused (ledger_plan_events), repeating an id or a resolve (those
+-- read 'exists' or already posted, event by event), breaking a limit, or the last of a chain left
+-- open. Every event before that one applies as planned; the plan of the events after it is not
+-- exact (it counts the movements of the refused, and a post of a refused reservation reads as
+-- applying). An event already stored is found by ledger_write_plan. (The function that answered
+-- the plan or NULL is dropped.)
+DROP FUNCTION IF EXISTS ledger_plan_batch(jsonb, timestamptz);
+CREATE OR REPLACE FUNCTION ledger_plan_until_refusal(p_batch jsonb, p_now timestamptz,
+                                                     OUT plan ledger_planned_transfer[], OUT refused_at integer)
 LANGUAGE plpgsql AS $$
 DECLARE
-  v_plan ledger_planned_transfer[];
-  v_all_apply boolean;
+  v_count integer := jsonb_array_length(p_batch);
+  v_once boolean;
 BEGIN
-  IF ledger_is_linked(ledger_event_flags(p_batch->-1)) THEN
-    RETURN NULL;
-  END IF;
-  SELECT coalesce(bool_and(p.applies), false)
-           AND count(DISTINCT p.id) = count(*) AND count(*) = jsonb_array_length(p_batch)
+  SELECT min(p.idx) FILTER (WHERE p.applies IS NOT TRUE),
+         count(DISTINCT p.id) = count(*) AND count(*) = v_count
            AND count(DISTINCT p.pending_id) FILTER (WHERE p.resolves) = count(p.pending_id) FILTER (WHERE p.resolves),
          array_agg(ROW(
            p.idx, p.id, p.debit_account_id, p.credit_account_id, p.amount, p.pending_id, p.timeout_s,
            p.ledger, p.code, p.flags, p.pending_status, p.released, p.resolves_stored,
            ledger_pending_delta(p.flags, p.amount, p.released), ledger_posted_delta(p.flags, p.amount)
          )::ledger_planned_transfer ORDER BY p.idx)
-    INTO v_all_apply, v_plan
+    INTO refused_at, v_once, plan
     FROM ledger_plan_events(p_batch, p_now) AS p;
-  IF NOT coalesce(v_all_apply, false) OR NOT ledger_plan_within_limits(v_plan) THEN
-    RETURN NULL;
+  IF ledger_is_linked(ledger_event_flags(p_batch->-1)) THEN
+    refused_at := least(refused_at, v_count - 1);
   END IF;
-  RETURN v_plan;
+  IF NOT v_once THEN
+    refused_at := least(refused_at, ledger_plan_first_repeat(plan));
+  END IF;
+  refused_at := least(refused_at, ledger_plan_first_over_limit(plan));
 END $$;
+
+-- The plan of a batch's first p_end events on their own, cut from the plan of a longer batch that
+-- applies as planned up to p_end at least. Only a reservation's stored status depends on later
+-- events (a post or void after the cut leaves it pending), and a reservation resolved twice after
+-- the cut comes twice.
+CREATE OR REPLACE FUNCTION ledger_plan_prefix(p_plan ledger_planned_transfer[], p_end integer) RETURNS ledger_planned_transfer[]
+LANGUAGE sql IMMUTABLE AS $$
+  WITH prefix AS (
+    SELECT DISTINCT ON (p.idx) p.* FROM unnest(p_plan) AS p WHERE p.idx < p_end ORDER BY p.idx
+  )
+  SELECT array_agg(ROW(
+           p.idx, p.id, p.debit_account_id, p.credit_account_id, p.amount, p.pending_id, p.timeout_s,
+           p.ledger, p.code, p.flags,
+           CASE WHEN ledger_is_pending(p.flags) THEN
+             coalesce(CASE WHEN ledger_posts_pending(r.flags) THEN 'posted' WHEN ledger_voids_pending(r.flags) THEN 'voided' END, 'pending')
+           END,
+           p.released, p.resolves_stored, p.pending_delta, p.posted_delta
+         )::ledger_planned_transfer ORDER BY p.idx)
+    FROM prefix p
+    -- Within a prefix that applies, a reservation is resolved once at most.
+    LEFT JOIN prefix r ON ledger_is_pending(p.flags) AND ledger_resolves_pending(r.flags)
+                      AND r.pending_id = p.id AND r.idx > p.idx
+$$;

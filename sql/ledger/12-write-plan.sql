@@ -1,6 +1,6 @@
--- Writes a batch planned by ledger_plan_batch. True when written; false when it could not be (one
--- of its ids is stored already, by an earlier call or by another transaction since the plan was
--- made: the plan does not look), and then nothing was: the transfers it inserted are deleted
+-- Writes a batch, or its first events, as planned by ledger_plan_until_refusal. True when written;
+-- false when it could not be (one of its ids is stored already, by an earlier call or by another
+-- transaction since the plan was made: the plan does not look), and then nothing was: the transfers it inserted are deleted
 -- again, as ledger_apply_new does, rather than rolled back with a sub-transaction, which would cost
 -- an XID per batch and turn every balance row locked by the batch and updated inside it into a
 -- multixact.
@@ -46,19 +46,90 @@ BEGIN
   RETURN true;
 END $$;
 
--- The batch written at once when it applies in full; otherwise ledger_run_batch, event by event.
--- Nothing was written in that case, and its lock statement finds the rows locked already.
+-- Plans of the rest of a batch made after the first, at most: a batch that would need more runs
+-- the rest event by event. Each re-plan reads the rest again, so a batch with many refusals would
+-- otherwise cost more than running it all event by event.
+CREATE OR REPLACE FUNCTION ledger_replans_max() RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$ SELECT 4 $$;
+
+-- The batch written with a few set statements as far as it applies as planned; the chain or event
+-- where it stops applying (refused, or not as planned) runs event by event (ledger_run_events),
+-- with the chains or events after it that resolve what it failed to create; then the rest is
+-- planned again from the stored state, which holds what was written. The answers are the
+-- event-by-event path's, index by index: every event written set-based applied, and a plan cut at
+-- a refusal is exact for the events before it (ledger_plan_until_refusal, ledger_plan_prefix).
+-- When a write finds an id stored already, nothing of it was written and the rest runs event by
+-- event, which answers 'exists' or the difference.
 CREATE OR REPLACE FUNCTION ledger_create_transfers(p_batch jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
-  -- One clock for the plan and its writes, as ledger_run_batch keeps one for its batch.
+  -- One clock for the plans and every write, as ledger_run_batch keeps one for its batch.
   v_now timestamptz := clock_timestamp();
+  v_count integer := jsonb_array_length(p_batch);
+  v_results jsonb := '[]';
+  v_applied uuid[] := '{}';
+  -- Ids of the chains and events that ran event by event and failed: a later event resolving one
+  -- of them is refused too, without a plan to say so.
+  v_failed uuid[] := '{}';
+  v_rest jsonb := p_batch;
+  -- The batch's index of v_rest's first event.
+  v_from integer := 0;
+  v_replans integer := 0;
   v_plan ledger_planned_transfer[];
+  v_refused_at integer;
+  v_start integer;
+  v_end integer;
+  v_run record;
 BEGIN
-  PERFORM ledger_lock_for_transfers(p_batch);
-  v_plan := ledger_plan_batch(p_batch, v_now);
-  IF v_plan IS NOT NULL AND ledger_write_plan(v_plan, v_now) THEN
+  IF v_count = 0 THEN
     RETURN '[]';
   END IF;
-  RETURN ledger_run_batch('transfer', p_batch);
+  PERFORM ledger_lock_for_transfers(p_batch);
+  LOOP
+    SELECT p.plan, p.refused_at INTO v_plan, v_refused_at FROM ledger_plan_until_refusal(v_rest, v_now) AS p;
+    IF v_refused_at IS NULL THEN
+      IF ledger_write_plan(v_plan, v_now) THEN
+        EXIT;
+      END IF;
+      v_start := v_from;
+      v_end := v_count - 1;
+    ELSE
+      v_start := v_from + v_refused_at;
+      WHILE v_start > v_from AND ledger_is_linked(ledger_event_flags(p_batch->(v_start - 1))) LOOP
+        v_start := v_start - 1;
+      END LOOP;
+      v_end := ledger_chain_end(p_batch, v_start);
+      IF v_start > v_from AND NOT ledger_write_plan(ledger_plan_prefix(v_plan, v_start - v_from), v_now) THEN
+        v_start := v_from;
+        v_end := v_count - 1;
+      ELSIF v_end < v_count - 1 AND v_replans >= ledger_replans_max() THEN
+        v_end := v_count - 1;
+      END IF;
+    END IF;
+
+    LOOP
+      SELECT r.results, r.applied INTO v_run FROM ledger_run_events('transfer', p_batch, v_start, v_end, v_now) AS r;
+      v_results := v_results || v_run.results;
+      v_applied := v_applied || v_run.applied;
+      IF jsonb_path_exists(v_run.results, '$[*] ? (@.result != "exists")') THEN
+        v_failed := v_failed || ARRAY(SELECT (p_batch->i->>'id')::uuid FROM generate_series(v_start, v_end) AS i);
+      END IF;
+      v_from := v_end + 1;
+      EXIT WHEN v_from >= v_count;
+      v_start := v_from;
+      v_end := ledger_chain_end(p_batch, v_start);
+      EXIT WHEN NOT EXISTS (SELECT 1 FROM generate_series(v_start, v_end) AS i
+                             WHERE (p_batch->i->>'pending_id')::uuid = ANY (v_failed));
+    END LOOP;
+    EXIT WHEN v_from >= v_count;
+
+    v_replans := v_replans + 1;
+    SELECT jsonb_agg(e.x ORDER BY e.ord) INTO v_rest
+      FROM jsonb_array_elements(p_batch) WITH ORDINALITY AS e (x, ord)
+     WHERE e.ord > v_from;
+  END LOOP;
+  IF cardinality(v_applied) > 0 THEN
+    PERFORM ledger_roll_up(v_applied);
+  END IF;
+  RETURN v_results;
 END $$;

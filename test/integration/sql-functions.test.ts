@@ -1,8 +1,9 @@
+import { randomUUID } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../src/adapters/database.js';
 import { migrate } from '../../src/adapters/migrations.js';
-import { AccountFlags, TransferFlags } from '../../src/ledger/ledger.js';
+import { AccountFlags, LEDGER_THB, TransferFlags } from '../../src/ledger/ledger.js';
 import { openTestDatabase } from '../support/database.js';
 
 let db: Database;
@@ -70,6 +71,21 @@ describe('the plan of a batch (sql/ledger/11-plan.sql)', () => {
     expect(plan).not.toMatch(/ledger_(plan_events|plan_lookups|batch_events)/);
     expect(plan).toMatch(/jsonb_array_elements/);
   });
+  it('finds no refusal in a payment that applies, its post omitting the amount, so the batch is written at once', async () => {
+    const [payer, transit, payee, reservation] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
+    const account = (id: string) => ({ id, ledger: LEDGER_THB, code: 1, flags: AccountFlags.none });
+    await db.query('SELECT ledger_create_accounts($1::jsonb)', [JSON.stringify([payer, transit, payee].map(account))]);
+    const transfer = { ledger: LEDGER_THB, code: 1 };
+    const batch = [
+      { ...transfer, id: reservation, debit_account_id: payer, credit_account_id: transit, amount: 10, flags: TransferFlags.pending },
+      { ...transfer, id: randomUUID(), pending_id: reservation, flags: TransferFlags.postPendingTransfer | TransferFlags.linked },
+      { ...transfer, id: randomUUID(), debit_account_id: transit, credit_account_id: payee, amount: 10, flags: TransferFlags.none },
+    ];
+    const { rows } = await db.query<{ refused_at: number | null }>('SELECT refused_at FROM ledger_plan_until_refusal($1::jsonb, now())', [
+      JSON.stringify(batch),
+    ]);
+    expect(rows).toEqual([{ refused_at: null }]);
+  });
 });
 
 describe('the SQL sources', () => {
@@ -80,15 +96,17 @@ describe('the SQL sources', () => {
     expect(await migrate(db)).toEqual([]);
   });
 
-  it('define every function the migrations ever defined, so no current definition is left in a migration', async () => {
-    const definedIn = async (dir: string) => {
+  it('define or drop every function the migrations ever defined, so no current definition is left in a migration', async () => {
+    const namedIn = async (dir: string, statement: RegExp) => {
       const names = (await readdir(new URL(`../../${dir}/`, import.meta.url), { recursive: true })).filter((n) => n.endsWith('.sql'));
       const texts = await Promise.all(names.map((name) => readFile(new URL(`../../${dir}/${name}`, import.meta.url), 'utf8')));
-      return new Set(texts.flatMap((text) => [...text.matchAll(/CREATE (?:OR REPLACE )?FUNCTION (ledger_\w+)/g)].map((m) => m[1])));
+      return new Set(texts.flatMap((text) => [...text.matchAll(statement)].map((m) => m[1])));
     };
-    const inMigrations = await definedIn('migrations');
-    const inSources = await definedIn('sql');
-    expect([...inMigrations].filter((name) => !inSources.has(name))).toEqual([]);
+    const defines = /CREATE (?:OR REPLACE )?FUNCTION (ledger_\w+)/g;
+    const inMigrations = await namedIn('migrations', defines);
+    const inSources = await namedIn('sql', defines);
+    const droppedInSources = await namedIn('sql', /DROP FUNCTION IF EXISTS (ledger_\w+)/g);
+    expect([...inMigrations].filter((name) => !inSources.has(name) && !droppedInSources.has(name))).toEqual([]);
   });
 });
 

@@ -33,6 +33,7 @@ const INITIAL_ACCOUNTS_MIN = 3;
 const CLOCK_STEP_S = 1000;
 const SWEEP_BATCH_MAX = 500;
 const CHAIN_MEMBERS_MAX = 4;
+const BATCH_PARTS_MAX = 8;
 /** What each guarded account gets from an unguarded one at the start: a few transfers' worth. */
 const FUNDING = 600n;
 
@@ -52,10 +53,13 @@ type NewOp = { kind: 'transfer'; debit: number; credit: number; amount: bigint; 
 /** `target` picks among earlier reservations (`reservation`) or among all earlier events. */
 type ResolveOp = { kind: 'post' | 'void'; target: number; reservation: boolean; amount: 'full' | 'partial' | 'over' | 'zero' };
 type MemberOp = NewOp | ResolveOp;
+type ChainOp = { kind: 'chain'; members: MemberOp[]; open: boolean };
+type DuplicateOp = { kind: 'duplicate'; target: number; change: boolean };
+/** One part of a batch of several: what a lone batch would hold. */
+type PartOp = MemberOp | ChainOp | DuplicateOp;
 type Op =
-  | MemberOp
-  | { kind: 'chain'; members: MemberOp[]; open: boolean }
-  | { kind: 'duplicate'; target: number; change: boolean }
+  | PartOp
+  | { kind: 'batch'; parts: PartOp[] }
   | { kind: 'account'; index: number; guarded: boolean }
   | { kind: 'advance'; steps: number }
   | { kind: 'sweep' };
@@ -90,18 +94,33 @@ const resolveOp: fc.Arbitrary<ResolveOp> = fc.record({
   amount: fc.constantFrom('full' as const, 'full' as const, 'partial' as const, 'over' as const, 'zero' as const),
 });
 const memberOp: fc.Arbitrary<MemberOp> = fc.oneof(newOp, resolveOp);
+const chainOp: fc.Arbitrary<ChainOp> = fc.record({
+  kind: fc.constant('chain' as const),
+  members: fc.array(memberOp, { minLength: 2, maxLength: CHAIN_MEMBERS_MAX }),
+  open: fc.integer({ min: 0, max: 9 }).map((n) => n === 0),
+});
+const duplicateOp: fc.Arbitrary<DuplicateOp> = fc.record({
+  kind: fc.constant('duplicate' as const),
+  target: fc.nat({ max: 1000 }),
+  change: fc.boolean(),
+});
+// In a batch of several, a chain stays closed unless it is the batch's last part; resolves and
+// duplicates may name events earlier in the same batch.
+const partOp: fc.Arbitrary<PartOp> = fc.oneof(
+  { weight: 6, arbitrary: newOp },
+  { weight: 5, arbitrary: resolveOp },
+  { weight: 2, arbitrary: chainOp },
+  { weight: 1, arbitrary: duplicateOp },
+);
 const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 6, arbitrary: newOp },
   { weight: 5, arbitrary: resolveOp },
+  { weight: 2, arbitrary: chainOp },
+  { weight: 2, arbitrary: duplicateOp },
   {
-    weight: 2,
-    arbitrary: fc.record({
-      kind: fc.constant('chain' as const),
-      members: fc.array(memberOp, { minLength: 2, maxLength: CHAIN_MEMBERS_MAX }),
-      open: fc.integer({ min: 0, max: 9 }).map((n) => n === 0),
-    }),
+    weight: 4,
+    arbitrary: fc.record({ kind: fc.constant('batch' as const), parts: fc.array(partOp, { minLength: 2, maxLength: BATCH_PARTS_MAX }) }),
   },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('duplicate' as const), target: fc.nat({ max: 1000 }), change: fc.boolean() }) },
   {
     weight: 1,
     arbitrary: fc.record({
@@ -398,35 +417,66 @@ async function sweep(run: Run): Promise<void> {
   expect(ours.sort()).toEqual(due.map((t) => t.id).sort());
 }
 
+/**
+ * The events of one part of a batch, each added to `run.submitted` as it is made, so that later
+ * members and parts may resolve or repeat it; the caller takes them off again before submitting.
+ * `last`: the part ends its batch, so an open chain stays open.
+ */
+function partEvents(run: Run, part: PartOp, last: boolean): TransferInput[] {
+  switch (part.kind) {
+    case 'transfer':
+    case 'post':
+    case 'void': {
+      const event = eventOf(run, part);
+      run.submitted.push(event);
+      return [event];
+    }
+    case 'chain': {
+      const open = part.open && last;
+      const events = part.members.map((member, i) => {
+        const event = eventOf(run, member);
+        const linked = { ...event, flags: event.flags | (i < part.members.length - 1 || open ? TransferFlags.linked : 0) };
+        run.submitted.push(linked);
+        return linked;
+      });
+      return events;
+    }
+    case 'duplicate': {
+      const earlier = run.submitted[part.target % Math.max(run.submitted.length, 1)];
+      if (earlier === undefined) return [];
+      // Alone: a chain member's linked flag would join it to whatever follows.
+      const again = {
+        ...earlier,
+        flags: earlier.flags & ~TransferFlags.linked,
+        ...(part.change ? { amount: (earlier.amount ?? 0n) + 1n } : {}),
+      };
+      run.submitted.push(again);
+      return [again];
+    }
+    default: {
+      const never: never = part;
+      throw new Error(`unknown part ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+async function submitParts(run: Run, parts: readonly PartOp[]): Promise<void> {
+  const before = run.submitted.length;
+  const batch = parts.flatMap((part, i) => partEvents(run, part, i === parts.length - 1));
+  run.submitted.splice(before);
+  if (batch.length > 0) await submit(run, batch);
+}
+
 async function apply(run: Run, next: Op): Promise<void> {
   switch (next.kind) {
     case 'transfer':
     case 'post':
     case 'void':
-      return submit(run, [eventOf(run, next)]);
-    case 'chain': {
-      const batch: TransferInput[] = [];
-      for (const member of next.members) {
-        const event = eventOf(run, member);
-        // Later members may resolve a reservation made earlier in the same chain.
-        run.submitted.push(event);
-        batch.push(event);
-      }
-      run.submitted.splice(run.submitted.length - batch.length, batch.length);
-      const linked = batch.map((e, i) => ({ ...e, flags: e.flags | (i < batch.length - 1 || next.open ? TransferFlags.linked : 0) }));
-      return submit(run, linked);
-    }
-    case 'duplicate': {
-      const earlier = run.submitted[next.target % Math.max(run.submitted.length, 1)];
-      if (earlier === undefined) return;
-      // Alone now: a chain member's linked flag would leave the batch open.
-      const again = {
-        ...earlier,
-        flags: earlier.flags & ~TransferFlags.linked,
-        ...(next.change ? { amount: (earlier.amount ?? 0n) + 1n } : {}),
-      };
-      return submit(run, [again]);
-    }
+    case 'chain':
+    case 'duplicate':
+      return submitParts(run, [next]);
+    case 'batch':
+      return submitParts(run, next.parts);
     case 'account':
       return createAccount(run, next.index, next.guarded);
     case 'advance': {
@@ -492,5 +542,189 @@ describe('the SQL ledger behaves as the TigerBeetle model on random operation se
     for (const code of ['applied', 'exceeds_credits', 'linked_event_failed', 'exists', 'pending_transfer_not_found']) {
       expect(seen.get(code) ?? 0, `${code} in ${JSON.stringify([...seen])}`).toBeGreaterThan(0);
     }
+  });
+});
+
+describe('a batch whose transfers are refused in places agrees with the model, refusal by refusal', () => {
+  // The pool: an unguarded source and transit, two funded wallets, one never funded.
+  const [source, walletA, walletB, unfunded, transit] = [0, 1, 2, 3, 4];
+  const pay = (run: Run, debit: number, credit: number, amount: bigint, pending = false, timeoutSteps = 0): TransferInput =>
+    eventOf(run, { kind: 'transfer', debit, credit, amount, pending, timeoutSteps });
+  const resolve = (kind: 'post' | 'void', reservation: TransferInput, amount?: bigint): TransferInput => ({
+    id: randomUUID(),
+    pendingId: reservation.id,
+    ...(amount === undefined ? {} : { amount }),
+    ledger: LEDGER_THB,
+    code: 1,
+    flags: kind === 'post' ? TransferFlags.postPendingTransfer : TransferFlags.voidPendingTransfer,
+  });
+  /** Every event but the last linked to the next; `open`: the last too. */
+  const linked = (events: readonly TransferInput[], open = false): TransferInput[] =>
+    events.map((e, i) => (i < events.length - 1 || open ? { ...e, flags: e.flags | TransferFlags.linked } : e));
+  /** One payment as group commit sends it: the reservation, then its settlement chain. */
+  const payment = (run: Run, payer: number, payee: number, amount: bigint): TransferInput[] => {
+    const reservation = pay(run, payer, transit, amount, true);
+    return [reservation, ...linked([resolve('post', reservation), pay(run, transit, payee, amount - 1n), pay(run, transit, source, 1n)])];
+  };
+
+  async function freshRun(): Promise<Run> {
+    const run: Run = {
+      pool: Array.from({ length: POOL_SIZE }, () => randomUUID()),
+      state: { accounts: new Map(), transfers: new Map(), clockS: 0 },
+      submitted: [],
+    };
+    for (const index of [source, walletA, walletB, unfunded, transit])
+      await createAccount(run, index, index !== source && index !== transit);
+    await submit(run, [pay(run, source, walletA, FUNDING), pay(run, source, walletB, FUNDING)]);
+    return run;
+  }
+
+  const cases: ReadonlyArray<[string, (run: Run) => Promise<void>]> = [
+    [
+      'in the middle',
+      (run) => submit(run, [pay(run, walletA, walletB, 10n), pay(run, unfunded, walletB, 50n), pay(run, walletA, walletB, 20n)]),
+    ],
+    [
+      'at the start',
+      (run) => submit(run, [pay(run, unfunded, walletB, 50n), pay(run, walletA, walletB, 10n), pay(run, walletB, walletA, 5n)]),
+    ],
+    [
+      'at the end',
+      (run) => submit(run, [pay(run, walletA, walletB, 10n), pay(run, walletB, walletA, 5n), pay(run, unfunded, walletB, 50n)]),
+    ],
+    [
+      'inside a linked chain',
+      (run) =>
+        submit(run, [
+          pay(run, walletA, walletB, 10n),
+          ...linked([pay(run, walletA, walletB, 10n), pay(run, unfunded, walletB, 5n), pay(run, walletB, walletA, 1n)]),
+          pay(run, walletB, walletA, 10n),
+        ]),
+    ],
+    [
+      'several in a row',
+      (run) =>
+        submit(run, [
+          pay(run, unfunded, walletB, 1n),
+          pay(run, unfunded, walletA, 2n),
+          pay(run, walletA, walletB, 10n),
+          pay(run, unfunded, walletB, 3n),
+          pay(run, unfunded, walletA, 4n),
+          pay(run, walletA, walletB, FUNDING * 4n),
+          pay(run, walletB, walletA, 1n),
+        ]),
+    ],
+    [
+      'a transfer that fits only because an earlier one in the batch credited its account',
+      (run) =>
+        submit(run, [
+          pay(run, unfunded, walletB, 5n),
+          pay(run, walletA, unfunded, 30n),
+          pay(run, unfunded, walletB, 25n),
+          pay(run, unfunded, walletB, 10n),
+          pay(run, unfunded, walletB, 5n),
+          pay(run, unfunded, walletB, 1n),
+        ]),
+    ],
+    [
+      'a post of a reservation made earlier in the batch, a refusal between them',
+      (run) => {
+        const reservation = pay(run, walletA, transit, 100n, true);
+        const refused = pay(run, unfunded, walletB, 1n, true);
+        return submit(run, [
+          reservation,
+          refused,
+          resolve('post', refused),
+          resolve('post', reservation, 60n),
+          pay(run, transit, unfunded, 60n),
+          pay(run, unfunded, walletB, 60n),
+        ]);
+      },
+    ],
+    [
+      'payments with refused reservations, more than the re-plans allowed',
+      (run) =>
+        submit(
+          run,
+          [
+            walletA,
+            unfunded,
+            walletB,
+            unfunded,
+            walletA,
+            unfunded,
+            unfunded,
+            unfunded,
+            walletB,
+            unfunded,
+            walletA,
+            unfunded,
+            walletB,
+          ].flatMap((payer, i) => payment(run, payer, payer === walletA ? walletB : walletA, BigInt(10 + i))),
+        ),
+    ],
+    [
+      'an id twice in one batch, then the same batch again',
+      async (run) => {
+        const once = pay(run, walletA, walletB, 7n);
+        const batch = [once, pay(run, unfunded, walletB, 1n), { ...once }, { ...once, amount: 8n }, pay(run, walletB, walletA, 3n)];
+        await submit(run, batch);
+        await submit(run, batch);
+      },
+    ],
+    [
+      'a reservation resolved twice in one batch',
+      (run) => {
+        const reservation = pay(run, walletA, transit, 50n, true);
+        return submit(run, [
+          reservation,
+          resolve('post', reservation, 20n),
+          resolve('void', reservation),
+          pay(run, walletA, walletB, 1n),
+          resolve('void', reservation),
+        ]);
+      },
+    ],
+    [
+      'a reservation in a chain that fails, posted later in the batch',
+      (run) => {
+        const reservation = pay(run, walletA, transit, 10n, true);
+        return submit(run, [
+          ...linked([reservation, pay(run, unfunded, walletB, 1n)]),
+          resolve('post', reservation),
+          pay(run, walletA, walletB, 1n),
+        ]);
+      },
+    ],
+    [
+      'a chain left open after a refusal',
+      (run) =>
+        submit(run, [
+          pay(run, unfunded, walletB, 1n),
+          pay(run, walletA, walletB, 1n),
+          ...linked([pay(run, walletA, walletB, 1n), pay(run, walletB, walletA, 1n)], true),
+        ]),
+    ],
+    [
+      'a reservation expired in the middle of a batch',
+      async (run) => {
+        const reservation = pay(run, walletA, transit, 40n, true, 1);
+        await submit(run, [reservation]);
+        await apply(run, { kind: 'advance', steps: 1 });
+        await submit(run, [
+          pay(run, walletA, walletB, 1n),
+          ...linked([resolve('post', reservation), pay(run, transit, walletB, 40n)]),
+          pay(run, walletA, walletB, FUNDING),
+          pay(run, walletA, walletB, 2n),
+        ]);
+      },
+    ],
+  ];
+
+  it.each(cases)('refused %s', async (_name, scenario) => {
+    const run = await freshRun();
+    await scenario(run);
+    await sweep(run);
+    await expectDatabaseMatchesModel(run);
   });
 });
