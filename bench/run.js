@@ -44,7 +44,7 @@ import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
  * @typedef {object} PostgresResults
  * @property {LoadResult[]} [p2pSaturation]
  * @property {number} [p2pSaturatedPerS]
- * @property {StallMeasuredLoad[]} [p2pLatency]
+ * @property {CpuMeasuredLoad[]} [p2pLatency]
  * @property {CpuMeasuredLoad[]} [invoiceSaturationByConcurrency]
  * @property {CpuMeasuredLoad} [invoiceSaturation] the fastest of invoiceSaturationByConcurrency
  * @property {LoadResult[]} [invoiceLatency]
@@ -76,7 +76,12 @@ import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
  * writer and checkpointer too, and any other database's backends).
  * @typedef {{ windowS: number, settledIntents: number, payorchUs: number | null, postgresBackendsUs: number | null, postgresAllUs: number | null, postgresBackends: number, wal: Awaited<ReturnType<typeof walPerIntent>>, heap: ReturnType<typeof heapPerIntent> }} CpuPerIntent
  */
-/** @typedef {LoadResult & { cpuPerIntent: CpuPerIntent }} CpuMeasuredLoad */
+/**
+ * A load with the CPU its settled intents cost, and what else ran meanwhile: the server's event
+ * loop delay and its collector's long pauses with their times (bench/heap-probe.js), to set beside
+ * the slowest requests, and how busy the whole machine was.
+ * @typedef {LoadResult & { cpuPerIntent: CpuPerIntent, server: { eventLoopDelayMs: HeapTotals['eventLoopDelayMs'], gcPauses: HeapTotals['gcPauses'] } | null, machineCpu: ReturnType<typeof machineCpuUsed> }} CpuMeasuredLoad
+ */
 /**
  * @typedef {object} PgliteResults
  * @property {LoadResult} [p2pSaturation]
@@ -316,7 +321,6 @@ function cpuUsedS(before, after) {
 }
 
 /** @typedef {{ reading: number, allocatedBytes: number, scavenges: number, scavengeMs: number, markCompacts: number, markCompactMs: number, eventLoopDelayMs: { p99: number, max: number }, gcPauses: { at: string, kind: number, ms: number }[], liveBytesAfterMarkCompact: number | null }} HeapTotals */
-/** @typedef {LoadResult & { server: { eventLoopDelayMs: HeapTotals['eventLoopDelayMs'], gcPauses: HeapTotals['gcPauses'] } | null, machineCpu: ReturnType<typeof machineCpuUsed> }} StallMeasuredLoad */
 /** How long a reading of the heap probe may take: 250 polls of 20 ms (a saturated process answers the signal late). */
 const HEAP_READ_POLLS_MAX = 250;
 
@@ -389,29 +393,6 @@ async function walPerIntent(probe, from, to, settledIntents) {
 }
 
 /**
- * A load phase with what the server's event loop did over its measured window (bench/heap-probe.js):
- * its delay and the collector's long pauses with their times, to set beside the slowest requests.
- * @param {{ heap: () => Promise<HeapTotals | null> }} server
- * @param {LoadOptions} options
- * @returns {Promise<StallMeasuredLoad>}
- */
-async function withServerStalls(server, options) {
-  const load = runJson('load.js', options);
-  await sleep((options.warmupS ?? 3) * 1000);
-  // The first reading starts the window: the probe's figures run from one reading to the next.
-  await server.heap();
-  const machineBefore = machineCpu();
-  const result = await load;
-  const machineAfter = machineCpu();
-  const after = await server.heap();
-  return {
-    ...result,
-    server: after === null ? null : { eventLoopDelayMs: after.eventLoopDelayMs, gcPauses: after.gcPauses },
-    machineCpu: machineCpuUsed(machineBefore, machineAfter),
-  };
-}
-
-/**
  * The machine's CPU counters: jiffies busy and in all (/proc/stat), and the microseconds some
  * task waited for a core (/proc/pressure/cpu, null where the kernel has no pressure counters).
  */
@@ -456,9 +437,12 @@ async function cpuMeasuredLoad(server, databaseUrl, options) {
   try {
     const load = runJson('load.js', options);
     await sleep((options.warmupS ?? 3) * 1000);
+    // The first heap reading starts the window: the probe's figures run from one reading to the next.
     const heapBefore = await server.heap();
     const before = await cpuSnapshot(server.pid, probe);
+    const machineBefore = machineCpu();
     const result = await load;
+    const machineAfter = machineCpu();
     const after = await cpuSnapshot(server.pid, probe);
     const heapAfter = await server.heap();
     const settledIntents = after.settled - before.settled;
@@ -477,6 +461,8 @@ async function cpuMeasuredLoad(server, databaseUrl, options) {
         wal: await walPerIntent(probe, before.walLsn, after.walLsn, settledIntents),
         heap: heapPerIntent(heapBefore, heapAfter, settledIntents),
       },
+      server: heapAfter === null ? null : { eventLoopDelayMs: heapAfter.eventLoopDelayMs, gcPauses: heapAfter.gcPauses },
+      machineCpu: machineCpuUsed(machineBefore, machineAfter),
     };
   } finally {
     await probe.end();
@@ -653,7 +639,7 @@ async function main() {
       log('P2P latency at fixed rates');
       pgr.p2pLatency = [];
       for (const rate of OFFERED_RATES)
-        pgr.p2pLatency.push(await withServerStalls(server, { ...base, url: server.url, kind: 'p2p', mode: 'open', rate }));
+        pgr.p2pLatency.push(await cpuMeasuredLoad(server, databaseUrl, { ...base, url: server.url, kind: 'p2p', mode: 'open', rate }));
       log('P2P p99 at', OFFERED_RATES.join(' / '), '/s:', pgr.p2pLatency.map((x) => x.latencyMs.p99).join(' / '), 'ms');
       for (const x of pgr.p2pLatency)
         log(
@@ -662,7 +648,8 @@ async function main() {
             .map((r) => `${r.ms} ms due ${r.dueAt.slice(11)}`)
             .join(', ')};`,
           `loop delay max: server ${x.server?.eventLoopDelayMs.max}, generator ${x.generatorEventLoopDelayMs?.max} ms;`,
-          `machine ${x.machineCpu.busyFraction} busy, some task waiting for a core ${x.machineCpu.waitingForCpuPct} % of the time`,
+          `machine ${x.machineCpu.busyFraction} busy, some task waiting for a core ${x.machineCpu.waitingForCpuPct} % of the time;`,
+          `CPU per intent: payorch ${x.cpuPerIntent.payorchUs}, PostgreSQL backends ${x.cpuPerIntent.postgresBackendsUs} µs`,
         );
     }
 
@@ -1175,6 +1162,13 @@ function summarize(r) {
     bareHttpFloorPerS: r.floors.bareHttp.throughputPerS,
     ratioToBareHttpFloor: Math.round((p.p2pSaturatedPerS / r.floors.bareHttp.throughputPerS) * 100) / 100,
     p2pLatencyMs: Object.fromEntries(OFFERED_RATES.map((rate) => [rate, at(p.p2pLatency, rate)])),
+    // Below saturation batches are small, and what a batch costs whatever its size weighs per intent.
+    p2pLatencyCpuPerIntentUs: Object.fromEntries(
+      OFFERED_RATES.map((rate) => {
+        const cpu = p.p2pLatency?.find((x) => x.offeredPerS === rate)?.cpuPerIntent;
+        return [rate, cpu === undefined ? null : { payorch: cpu.payorchUs, postgresBackends: cpu.postgresBackendsUs }];
+      }),
+    ),
     invoicePairLatencyMs: Object.fromEntries(INVOICE_OFFERED_RATES.map((rate) => [rate, at(p.invoiceLatency, rate)])),
     // What a loaded service pays per intent for its fees (32 evaluations under way: the batches'
     // hop shared), and what one request of a quiet service waits (one round trip between threads).
