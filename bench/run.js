@@ -1,7 +1,7 @@
 // npm run bench [-- --soak-s 600 --phase-s 20 --skip-pglite --profile --only p2p,floors --help]
 //
 // --only runs some sections (p2p, latency, invoice, invoice-rates, floors, floor-batch, hot-payee,
-// cpu, replays, policies, stored, soak, pglite, pglite-refusals, pglite-replays; docs/PERFORMANCE.md,
+// cpu, replays, refusals, policies, stored, soak, pglite, pglite-refusals, pglite-replays; docs/PERFORMANCE.md,
 // How to run) for a
 // quick A/B of one change; it writes bench/results/partial-<time>.json and leaves latest.json and
 // the chart to full runs.
@@ -51,6 +51,7 @@ import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
  * @property {CpuMeasuredLoad} [p2pUniform]
  * @property {CpuMeasuredLoad} [p2pHotPayee]
  * @property {LoadResult[]} [p2pReplays] closed loops plain and with a share of retried payments
+ * @property {LoadResult[]} [p2pWithRefusals] closed loops plain and with each share of REFUSED_SHARES refused
  * @property {LoadResult} [policyEvaluation]
  * @property {number} [storedIntentsBefore]
  * @property {StoredPair[]} [storedAgainstEmpty] P2P at the saturated level, 200,000+ intents stored against none, alternated
@@ -157,11 +158,11 @@ const SATURATION_CONCURRENCY = [16, 32, 64, 128];
  */
 const PGLITE_SATURATION_CONCURRENCY = [8, 32, 64];
 /**
- * PGlite's pass with refusals: this share of the payments comes from payers who have no money, at
- * the in-flight levels where group commit's batches are large. A refused transfer is an everyday
+ * The refusal sections: this share of the payments comes from payers who have no money, at the
+ * in-flight levels where group commit's batches are large. A refused transfer is an everyday
  * answer, and a batch that holds one cannot commit the way one without does (docs/PERFORMANCE.md).
  */
-const PGLITE_REFUSED_SHARES = [0.05, 0.2];
+const REFUSED_SHARES = [0.05, 0.2];
 const PGLITE_REFUSAL_CONCURRENCY = [32, 64];
 /**
  * The replay sections: this share of the requests retries the worker's previous payment (same key
@@ -177,6 +178,8 @@ const OFFERED_RATES = [250, 500, 1000];
 const INVOICE_OFFERED_RATES = [100, 250, 500, 1000];
 const FLOOR_BATCH = 100;
 const HOT_PAYEE_CONCURRENCY = 128;
+/** @type {[first: number, count: number]} Never funded, never paid: the refusal section's payers, one per worker. */
+const UNFUNDED = [USERS[0] + USERS[1], HOT_PAYEE_CONCURRENCY];
 /** @type {import('./load.js').Payees} One payee takes ~61 % of the payments. */
 const HOT_PAYEES = { zipfS: 2.0, count: 200 };
 /** Units of /proc/<pid>/stat's utime and stime (`getconf CLK_TCK`, 100 on Linux). */
@@ -197,6 +200,7 @@ const SECTIONS = [
   'hot-payee',
   'cpu',
   'replays',
+  'refusals',
   'policies',
   'stored',
   'soak',
@@ -609,6 +613,8 @@ async function main() {
     log('seeding users and merchants');
     await seedWallets(db, ledger, { prefix: 'user', type: 'USER_WALLET', first: USERS[0], count: USERS[1], balance: USER_BALANCE });
     await seedWallets(db, ledger, { prefix: 'merchant', type: 'MERCHANT_WALLET', first: MERCHANTS[0], count: MERCHANTS[1], balance: 0 });
+    if (runs('refusals'))
+      await seedWallets(db, ledger, { prefix: 'user', type: 'USER_WALLET', first: UNFUNDED[0], count: UNFUNDED[1], balance: 0 });
     await settle(db);
     /** @type {PostgresResults} */
     const pgr = {};
@@ -720,6 +726,22 @@ async function main() {
       pgr.p2pReplays = await replayPhases('P2P', HOT_PAYEE_CONCURRENCY, (shares) =>
         runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency: HOT_PAYEE_CONCURRENCY, ...shares }),
       );
+    if (runs('refusals')) {
+      pgr.p2pWithRefusals = [];
+      for (const share of [0, ...REFUSED_SHARES]) {
+        const refusals = share === 0 ? {} : { refusals: { share, payers: UNFUNDED } };
+        const load = await runJson('load.js', {
+          ...base,
+          url: server.url,
+          kind: 'p2p',
+          mode: 'closed',
+          concurrency: HOT_PAYEE_CONCURRENCY,
+          ...refusals,
+        });
+        pgr.p2pWithRefusals.push(load);
+        logRefusalPhase('P2P', share, HOT_PAYEE_CONCURRENCY, load);
+      }
+    }
     await server.stop();
 
     /** @type {FloorResults} */
@@ -1009,6 +1031,26 @@ async function soak(server, options) {
 }
 
 /**
+ * @param {string} engine
+ * @param {number} share
+ * @param {number} concurrency
+ * @param {LoadResult} load
+ */
+function logRefusalPhase(engine, share, concurrency, load) {
+  log(
+    `${engine}, ${share * 100} % refused,`,
+    concurrency,
+    'in flight:',
+    load.throughputPerS,
+    'settled /s,',
+    load.refusedPerS ?? 0,
+    'refused /s, p99',
+    load.latencyMs?.p99,
+    'ms',
+  );
+}
+
+/**
  * The replay sections' two phases: plain, then with REPLAY_SHARE of the requests retried.
  * @param {string} engine
  * @param {number} concurrency
@@ -1085,21 +1127,11 @@ async function pglitePass(base, secret, configFile) {
     }
     if (runs('pglite-refusals')) {
       result.p2pWithRefusals = [];
-      for (const share of PGLITE_REFUSED_SHARES)
+      for (const share of REFUSED_SHARES)
         for (const concurrency of PGLITE_REFUSAL_CONCURRENCY) {
           const load = await closedLoop(concurrency, { refusals: { share, payers: unfunded } });
           result.p2pWithRefusals.push(load);
-          log(
-            `PGlite, ${share * 100} % refused,`,
-            concurrency,
-            'in flight:',
-            load.throughputPerS,
-            'settled /s,',
-            load.refusedPerS,
-            'refused /s, p99',
-            load.latencyMs?.p99,
-            'ms',
-          );
+          logRefusalPhase('PGlite', share, concurrency, load);
         }
     }
     if (runs('pglite-replays')) {
@@ -1182,7 +1214,19 @@ function summarize(r) {
     peakRssMb: p.soak.peakRssMb,
     pgliteP2pSaturatedPerS: r.pglite?.p2pSaturation?.throughputPerS ?? null,
     // The fastest in-flight level of each refused share.
-    pgliteWithRefusals: PGLITE_REFUSED_SHARES.map((share) => {
+    // Settled /s with each refused share against the plain phase before them, on one server.
+    postgresWithRefusals: REFUSED_SHARES.map((share) => {
+      const plain = r.postgres?.p2pWithRefusals?.find((x) => x.refusedShare === undefined);
+      const refused = r.postgres?.p2pWithRefusals?.find((x) => x.refusedShare === share);
+      return {
+        refusedShare: share,
+        settledPerS: refused?.throughputPerS ?? null,
+        refusedPerS: refused?.refusedPerS ?? null,
+        toPlain:
+          plain === undefined || refused === undefined ? null : Math.round((refused.throughputPerS / plain.throughputPerS) * 100) / 100,
+      };
+    }),
+    pgliteWithRefusals: REFUSED_SHARES.map((share) => {
       /** @type {LoadResult | undefined} */
       let fastest;
       for (const x of r.pglite?.p2pWithRefusals ?? [])
