@@ -1,8 +1,7 @@
-import { createHash } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import type { SharedState } from '../../adapters/shared-state.js';
 import { apiError } from '../../domain/errors.js';
-import { SIGNATURE_WINDOW_S } from '../../domain/signing.js';
+import { SIGNATURE_WINDOW_S, sha256Hex } from '../../domain/signing.js';
 
 /**
  * Twice the signature window: a request signed at the far end of ±60 s stays acceptable for
@@ -19,7 +18,7 @@ export function isAdminWrite(request: FastifyRequest): boolean {
 }
 
 /** Hashed so that every key has one length and no service id can run into the value after it. */
-const keyOf = (kind: string, parts: readonly string[]) => `${kind}:${createHash('sha256').update(JSON.stringify(parts)).digest('hex')}`;
+const keyOf = (kind: string, parts: readonly string[]) => `${kind}:${sha256Hex(JSON.stringify(parts))}`;
 
 /**
  * A replay cache that cannot answer (Redis down) refuses the request with 503: accepting it could
