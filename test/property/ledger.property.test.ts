@@ -558,6 +558,14 @@ describe('a batch whose transfers are refused in places agrees with the model, r
     code: 1,
     flags: kind === 'post' ? TransferFlags.postPendingTransfer : TransferFlags.voidPendingTransfer,
   });
+  /** A case that submits one batch of single-phase transfers, [debit, credit, amount] each, in order. */
+  const batchOf =
+    (legs: ReadonlyArray<readonly [number, number, bigint]>) =>
+    (run: Run): Promise<void> =>
+      submit(
+        run,
+        legs.map(([debit, credit, amount]) => pay(run, debit, credit, amount)),
+      );
   /** Every event but the last linked to the next; `open`: the last too. */
   const linked = (events: readonly TransferInput[], open = false): TransferInput[] =>
     events.map((e, i) => (i < events.length - 1 || open ? { ...e, flags: e.flags | TransferFlags.linked } : e));
@@ -582,15 +590,27 @@ describe('a batch whose transfers are refused in places agrees with the model, r
   const cases: ReadonlyArray<[string, (run: Run) => Promise<void>]> = [
     [
       'in the middle',
-      (run) => submit(run, [pay(run, walletA, walletB, 10n), pay(run, unfunded, walletB, 50n), pay(run, walletA, walletB, 20n)]),
+      batchOf([
+        [walletA, walletB, 10n],
+        [unfunded, walletB, 50n],
+        [walletA, walletB, 20n],
+      ]),
     ],
     [
       'at the start',
-      (run) => submit(run, [pay(run, unfunded, walletB, 50n), pay(run, walletA, walletB, 10n), pay(run, walletB, walletA, 5n)]),
+      batchOf([
+        [unfunded, walletB, 50n],
+        [walletA, walletB, 10n],
+        [walletB, walletA, 5n],
+      ]),
     ],
     [
       'at the end',
-      (run) => submit(run, [pay(run, walletA, walletB, 10n), pay(run, walletB, walletA, 5n), pay(run, unfunded, walletB, 50n)]),
+      batchOf([
+        [walletA, walletB, 10n],
+        [walletB, walletA, 5n],
+        [unfunded, walletB, 50n],
+      ]),
     ],
     [
       'inside a linked chain',
@@ -603,28 +623,26 @@ describe('a batch whose transfers are refused in places agrees with the model, r
     ],
     [
       'several in a row',
-      (run) =>
-        submit(run, [
-          pay(run, unfunded, walletB, 1n),
-          pay(run, unfunded, walletA, 2n),
-          pay(run, walletA, walletB, 10n),
-          pay(run, unfunded, walletB, 3n),
-          pay(run, unfunded, walletA, 4n),
-          pay(run, walletA, walletB, FUNDING * 4n),
-          pay(run, walletB, walletA, 1n),
-        ]),
+      batchOf([
+        [unfunded, walletB, 1n],
+        [unfunded, walletA, 2n],
+        [walletA, walletB, 10n],
+        [unfunded, walletB, 3n],
+        [unfunded, walletA, 4n],
+        [walletA, walletB, FUNDING * 4n],
+        [walletB, walletA, 1n],
+      ]),
     ],
     [
       'a transfer that fits only because an earlier one in the batch credited its account',
-      (run) =>
-        submit(run, [
-          pay(run, unfunded, walletB, 5n),
-          pay(run, walletA, unfunded, 30n),
-          pay(run, unfunded, walletB, 25n),
-          pay(run, unfunded, walletB, 10n),
-          pay(run, unfunded, walletB, 5n),
-          pay(run, unfunded, walletB, 1n),
-        ]),
+      batchOf([
+        [unfunded, walletB, 5n],
+        [walletA, unfunded, 30n],
+        [unfunded, walletB, 25n],
+        [unfunded, walletB, 10n],
+        [unfunded, walletB, 5n],
+        [unfunded, walletB, 1n],
+      ]),
     ],
     [
       'a post of a reservation made earlier in the batch, a refusal between them',
