@@ -3,6 +3,7 @@ import type { AccountLookup } from '../../accounts.js';
 import { apiError } from '../../errors.js';
 import { type FeeEngine, FeeEvaluationError, FeePoolBusyError, type FeeResult, type FeeRule } from '../../fees/index.js';
 import type { MoneyLeg } from '../money/money-path.js';
+import { refusedSplitMessage, refusedSplitTarget } from '../../fees/fee-split-targets.js';
 
 /** Active rules of one operation type, read per request: a rule change applies to the next intent. */
 export async function loadFeeRules(sql: Sql, operationType: string): Promise<FeeRule[]> {
@@ -66,6 +67,9 @@ const feeAccountsFound = new WeakMap<AccountLookup, Map<string, string>>();
 /** Every fee-split account must exist (422 ACCOUNT_NOT_FOUND); returns the ledger legs. */
 export async function feeLegs(lookup: AccountLookup, result: FeeResult): Promise<MoneyLeg[]> {
   if (result.splits.length === 0) return [];
+  // A rule whose split depends on the input can still name one: 422, not the ledger's 500 (docs/rules.md R62).
+  const refused = refusedSplitTarget(result.splits);
+  if (refused !== undefined) throw apiError('EVAL_ERROR', refusedSplitMessage(refused));
   let found = feeAccountsFound.get(lookup);
   if (found === undefined) {
     found = new Map();
