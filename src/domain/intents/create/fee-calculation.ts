@@ -37,17 +37,19 @@ export async function loadFeeRules(sql: Sql, operationType: string): Promise<Fee
 
 /**
  * Fees of a request; a rule that fails for this input is the request's 422 EVAL_ERROR, never a 500.
+ * `owner`: the service asking, for its fair share of the fee workers (docs/rules.md R61).
  * `cachedRules`: the active rules of this operation type from a config snapshot; absent, they are read.
  */
 export async function calculateFees(
   sql: Sql,
   fees: FeeEngine,
+  owner: string,
   context: { operationType: string; amount: bigint; currency: string; metadata: Readonly<Record<string, unknown>> },
   cachedRules?: readonly FeeRule[],
 ): Promise<FeeResult> {
   const rules = cachedRules ?? (await loadFeeRules(sql, context.operationType));
   try {
-    return await fees.calculateFees(rules, context);
+    return await fees.calculateFees(rules, context, owner);
   } catch (error) {
     if (error instanceof FeeEvaluationError) throw apiError('EVAL_ERROR', error.message);
     if (error instanceof FeePoolBusyError) throw apiError('SERVICE_UNAVAILABLE', error.message);
