@@ -54,6 +54,8 @@ interface Slot {
     timer: NodeJS.Timeout;
   } | null;
   dead: boolean;
+  /** Its sandbox is built: it counts in the fair share. */
+  ready: boolean;
 }
 
 /**
@@ -125,9 +127,16 @@ export class FeeWorkerPool {
     this.queued += pending.length;
   }
 
-  /** All workers but one, so that one owner's slow jobs always leave a worker to the others. */
-  private slotsPerOwnerMax(): number {
-    return Math.max(1, this.slots.size - 1);
+  /**
+   * Whether `owner` may take one more worker: all but one of the ready workers, so that its slow
+   * jobs always leave one to the others. A worker being replaced is not ready, so an owner whose
+   * own worker was cut does not take the one left meanwhile. With a single worker, one at a time.
+   */
+  private mayTakeWorker(owner: string): boolean {
+    const busy = this.busySlotsOf(owner);
+    let ready = 0;
+    for (const slot of this.slots) if (slot.ready) ready += 1;
+    return this.options.workers === 1 ? busy === 0 : busy + 1 < ready;
   }
 
   private busySlotsOf(owner: string): number {
@@ -151,7 +160,7 @@ export class FeeWorkerPool {
   }
 
   private nextEligibleOwner(): string | undefined {
-    for (const owner of this.queues.keys()) if (this.busySlotsOf(owner) < this.slotsPerOwnerMax()) return owner;
+    for (const owner of this.queues.keys()) if (this.mayTakeWorker(owner)) return owner;
     return undefined;
   }
 
@@ -278,7 +287,7 @@ export class FeeWorkerPool {
     const worker = new Worker(this.options.entry, { workerData });
     // A worker must not keep the process alive: close() ends them, and a forgotten pool must not hang an exit.
     worker.unref();
-    const slot: Slot = { worker, startedAt: new Float64Array(progress), current: null, dead: false };
+    const slot: Slot = { worker, startedAt: new Float64Array(progress), current: null, dead: false, ready: false };
     this.slots.add(slot);
     let ready = false;
     return new Promise((resolve, reject) => {
@@ -286,6 +295,7 @@ export class FeeWorkerPool {
         if (message !== WORKER_READY) return this.onAnswer(slot, message);
         if (this.closed) return void this.kill(slot);
         ready = true;
+        slot.ready = true;
         this.idle.push(slot);
         this.pump();
         resolve();
