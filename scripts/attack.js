@@ -38,6 +38,8 @@ const { values: args } = parseArgs({
   options: {
     size: { type: 'string', default: 'small' },
     // Internal: this script as a child that holds connections (a process has a limited number of descriptors).
+    // The service's database: PostgreSQL makes the large flood minutes instead of most of an hour; default the embedded one in memory.
+    'database-url': { type: 'string', default: 'memory://' },
     hold: { type: 'string' },
     port: { type: 'string' },
   },
@@ -132,7 +134,7 @@ function productionEnv(configFile, adminToken) {
     METRICS_TOKEN: strong(),
     QR_SIGNING_SECRET: strong(),
     PSPX_SIMULATOR: '1',
-    DATABASE_URL: 'memory://',
+    DATABASE_URL: args['database-url'],
     REDIS_URL: '',
     PORT: '0',
     HOST: '127.0.0.1',
