@@ -1,11 +1,11 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { TSchema } from 'typebox';
 import { WalletCustomer } from '../adapters/pspx/pspx-client.js';
-import { AuthPolicy, AuthPolicyInputs } from '../domain/admin/auth-policies.js';
-import { FeeRule, FeeRuleInputs } from '../domain/admin/fee-rules.js';
-import { LimitRule, LimitRuleInputs } from '../domain/admin/limit-rules.js';
-import { Route, RouteInputs } from '../domain/admin/routes.js';
-import { Permissions, ServiceKey, ServiceKeyInputs } from '../domain/admin/service-keys.js';
+import { AuthPolicy, AuthPolicyInputs } from '../domain/rules/auth-policies.js';
+import { FeeRule, FeeRuleInputs } from '../domain/rules/fee-rules.js';
+import { LimitRule, LimitRuleInputs } from '../domain/rules/limit-rules.js';
+import { Route, RouteInputs } from '../domain/rules/route-rules.js';
+import { Permissions, ServiceKey, ServiceKeyInputs } from '../domain/auth/service-keys.js';
 import { IntentBody, QuoteBody } from '../domain/intents/create/intent-request.js';
 import { ChannelSchema, IntentStatusSchema, Money, OperationTypeSchema } from '../domain/wire-types.js';
 import { Account, Balance, CreateAccountBody, EntityAccount, EntityAccounts, Transactions } from './routes/accounts.js';

@@ -1,10 +1,10 @@
 import type { App } from '../typed-app.js';
 import Type from 'typebox';
 import type { Database } from '../../adapters/database.js';
-import { balanceOf, findAccount, isUuid, openAccounts } from '../../domain/accounts.js';
+import { balanceOf, findAccount, isUuid, openAccounts } from '../../domain/accounts/accounts.js';
 import { ENTITY_TYPES } from '../../domain/model.js';
 import { apiError } from '../../domain/errors.js';
-import { listTransactions } from '../../domain/history.js';
+import { listTransactions } from '../../domain/accounts/history.js';
 import type { Ledger } from '../../ledger/ledger.js';
 import { callerKey, requireUserId } from '../plugins/auth.js';
 import { HistoryEntry, Money, responses, Uuid } from '../schemas.js';

@@ -1,7 +1,7 @@
 import type { App } from '../typed-app.js';
 import { tagIntent } from '../../adapters/tracing.js';
 import Type from 'typebox';
-import { CHANNEL_BEHAVIOUR } from '../../domain/channels.js';
+import { CHANNEL_BEHAVIOUR } from '../../domain/channels/channels.js';
 import { type IntentDeps, createIntent } from '../../domain/intents/create/create-intent.js';
 import { IntentBody, intentRequest, QuoteBody, withBodyDefaults } from '../../domain/intents/create/intent-request.js';
 import { findOwnIntent, type Intent, listEvents } from '../../domain/intents/store/intent-store.js';

@@ -3,8 +3,8 @@ import type { App } from '../typed-app.js';
 import Type from 'typebox';
 import type { Database } from '../../adapters/database.js';
 import { STEP_UP_LEVELS } from '../../domain/model.js';
-import { decide, policyScopes } from '../../domain/policies.js';
-import { cachedPolicies, sharedPayerFacts } from '../../domain/policy-queries.js';
+import { decide, policyScopes } from '../../domain/rules/policies.js';
+import { cachedPolicies, sharedPayerFacts } from '../../domain/rules/policy-queries.js';
 import { Money, responses } from '../schemas.js';
 
 /** 19 digits hold every int8 amount the ledger can carry; longer strings are not amounts. */

@@ -3,7 +3,7 @@ import Type from 'typebox';
 import type { Database } from '../../adapters/database.js';
 import { type PspxClient, WalletCustomer } from '../../adapters/pspx/pspx-client.js';
 import { apiError } from '../../domain/errors.js';
-import { registerPspxWallet } from '../../domain/pspx-wallets.js';
+import { registerPspxWallet } from '../../domain/accounts/pspx-wallets.js';
 import { callerKey, requireUserId } from '../plugins/auth.js';
 import { responses } from '../schemas.js';
 

@@ -3,7 +3,7 @@ import type { Ledger, TransferInput } from '../../../ledger/ledger.js';
 import { apiError, assertNever } from '../../errors.js';
 import { ledgerResultsPerIntent, moneyOutcomeOf, voidRefusedChains } from '../money/apply-transfers.js';
 import { voidTransfer } from '../money/money-path.js';
-import { PAYER_LOCK_CLASS, RECIPIENT_LIMIT_LOCK_CLASS, transactionInProgress } from '../create/payer-locks.js';
+import { PAYER_LOCK_CLASS, RECIPIENT_LIMIT_LOCK_CLASS, transactionInProgress } from './payer-locks.js';
 import { INTENT_SELECT, type HistoryRow, type Intent, toIntent, type Transition } from '../store/intent-store.js';
 import { assertTrail } from '../store/state-machine.js';
 import { checkJson, type Guard, type GuardRefusal, limitCheckOf } from './guard.js';

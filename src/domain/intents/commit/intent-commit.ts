@@ -11,7 +11,7 @@ import { type BatchEvidence, BetLost, type LedgerCall, LedgerCallChoice } from '
 import { type HistoryRow, type NewIntent, newIntentRow, type Transition } from '../store/intent-store.js';
 import { voidTransfer } from '../money/money-path.js';
 import { assertTrail } from '../store/state-machine.js';
-import { PAYER_LOCK_CLASS, RECIPIENT_LIMIT_LOCK_CLASS } from '../create/payer-locks.js';
+import { PAYER_LOCK_CLASS, RECIPIENT_LIMIT_LOCK_CLASS } from './payer-locks.js';
 
 /**
  * The one transaction that stores new intents with their money, shared by every intent that

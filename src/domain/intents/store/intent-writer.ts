@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import type { Sql } from '../../../adapters/database.js';
 import type { IntentStatus } from '../../model.js';
 import { INTENT_SELECT, type Intent, toIntent, type Transition } from './intent-store.js';
-import type { OutboxKind, OutboxPayload } from '../money/outbox-jobs.js';
+import type { OutboxKind, OutboxPayload } from './outbox-jobs.js';
 import { assertTrail, isAllowedPspTransition, PSP_ACTIVE_SUB_STATES, PSP_TRANSITIONS, type PspSubState } from './state-machine.js';
 
 /**

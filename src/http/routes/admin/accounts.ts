@@ -1,9 +1,9 @@
 import type { App } from '../../typed-app.js';
 import Type from 'typebox';
 import type { Database } from '../../../adapters/database.js';
-import { balanceOf, findAccount } from '../../../domain/accounts.js';
+import { balanceOf, findAccount } from '../../../domain/accounts/accounts.js';
 import { apiError } from '../../../domain/errors.js';
-import { listTransactions } from '../../../domain/history.js';
+import { listTransactions } from '../../../domain/accounts/history.js';
 import type { Ledger } from '../../../ledger/ledger.js';
 import { HistoryEntry, Money, responses, Uuid } from '../../schemas.js';
 import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';

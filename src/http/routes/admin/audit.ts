@@ -1,7 +1,7 @@
 import type { App } from '../../typed-app.js';
 import Type from 'typebox';
 import type { Database } from '../../../adapters/database.js';
-import { AUDIT_CHECKS, runAudit } from '../../../domain/audit.js';
+import { AUDIT_CHECKS, runAudit } from '../../../domain/audit/audit.js';
 import { responses, Timestamp, Uuid } from '../../schemas.js';
 import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';
 

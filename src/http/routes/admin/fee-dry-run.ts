@@ -1,7 +1,7 @@
 import type { App } from '../../typed-app.js';
 import Type from 'typebox';
 import { apiError } from '../../../domain/errors.js';
-import { type FeeEngine, FeeEvaluationError } from '../../../domain/fees/index.js';
+import { type FeeEngine, FeeEvaluationError } from '../../../domain/rules/fees/index.js';
 import { Money, responses } from '../../schemas.js';
 import { FeeSplit } from '../intents.js';
 import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';

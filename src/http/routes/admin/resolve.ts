@@ -2,7 +2,7 @@ import type { App } from '../../typed-app.js';
 import Type from 'typebox';
 import { INTENT_STATUSES } from '../../../domain/model.js';
 import { RESOLUTIONS, type ResolveDeps, resolveIntent } from '../../../domain/intents/money/resolve-intent.js';
-import { OUTBOX_KINDS } from '../../../domain/intents/money/outbox-jobs.js';
+import { OUTBOX_KINDS } from '../../../domain/intents/store/outbox-jobs.js';
 import { responses, Uuid } from '../../schemas.js';
 import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';
 

@@ -1,8 +1,8 @@
 import Type from 'typebox';
 import type { App } from '../../typed-app.js';
 import type { Database } from '../../../adapters/database.js';
-import { ServiceIdParams } from '../../../domain/admin/service-keys.js';
-import { DEAD_PAGE_DEFAULT, listDeadDeliveries, redeliverDead } from '../../../domain/webhooks/dead-deliveries.js';
+import { ServiceIdParams } from '../../../domain/auth/service-keys.js';
+import { DEAD_PAGE_DEFAULT, listDeadDeliveries, redeliverDead } from '../../../domain/events/webhooks/dead-deliveries.js';
 import { NullableTimestamp, responses, Timestamp, Uuid } from '../../schemas.js';
 import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';
 import { LIST_PAGE_MAX } from './schemas.js';
