@@ -15,7 +15,7 @@ import {
 } from '../../../domain/auth/service-keys.js';
 import { createFeeEngine, type FeeEngine } from '../../../domain/rules/fees/index.js';
 import { crudRoutes } from './crud.js';
-import { IdParams } from './schemas.js';
+import { IdParams } from '../../schemas/admin.js';
 import { adminSystemRoutes, type ReloadSecrets } from './system.js';
 import { adminWebhookRoutes } from './webhooks.js';
 

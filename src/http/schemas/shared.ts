@@ -1,6 +1,6 @@
 import Type from 'typebox';
-import { ERROR_STATUS, type ErrorCode } from '../domain/errors.js';
-import { Money, OperationTypeSchema, Timestamp, Uuid } from '../domain/wire-types.js';
+import { ERROR_STATUS, type ErrorCode } from '../../domain/errors.js';
+import { Money, OperationTypeSchema, Timestamp, Uuid } from '../../domain/wire-types.js';
 
 /** Shared pieces of the request and response schemas. */
 
@@ -20,7 +20,7 @@ const errorBody = (codes: readonly ErrorCode[]) =>
 /** The one error body: `error` is a code of the catalogue (domain/errors.ts). */
 export const ErrorResponse = errorBody(ERROR_CODES);
 
-export { Money, Timestamp, Uuid, UuidV4 } from '../domain/wire-types.js';
+export { Money, Timestamp, Uuid, UuidV4 } from '../../domain/wire-types.js';
 /** A moment that may not have happened yet (a first attempt, an expiry). */
 export const NullableTimestamp = Type.Union([Timestamp, Type.Null()]);
 
