@@ -5,7 +5,7 @@ import { ledgerResultsPerIntent, moneyOutcomeOf, voidRefusedChains } from '../mo
 import { voidTransfer } from '../money/money-path.js';
 import { PAYER_LOCK_CLASS, RECIPIENT_LIMIT_LOCK_CLASS, transactionInProgress } from './payer-locks.js';
 import type { HistoryRow, Intent, Transition } from '../store/intent-store.js';
-import { redeemInvoices } from '../store/intent-batch-writer.js';
+import { type InvoiceFees, redeemInvoices } from '../store/intent-batch-writer.js';
 import { checkJson, type Guard, type GuardRefusal, limitCheckOf } from './guard.js';
 
 /**
@@ -34,11 +34,7 @@ export interface ConfirmCommit {
   readonly attemptId: string;
   /** X-User-Id of the confirm, recorded on the claim's event. */
   readonly actor: number;
-  readonly fees: {
-    readonly preFee: bigint;
-    readonly postFee: bigint;
-    readonly splits: ReadonlyArray<{ readonly account: string; readonly amount: string }>;
-  };
+  readonly fees: InvoiceFees;
   /** `[reserve, ...settlement chain]`. */
   readonly transfers: readonly TransferInput[];
   /** The payer's lock and the limit checks of docs/rules.md R21, compared under the invoice's row lock. */

@@ -67,6 +67,13 @@ export function closeNewIntents(tx: Tx, closing: readonly NewIntentClosing[]): v
   }
 }
 
+/** An invoice's fees as its confirm computed them: stored with the redemption. */
+export interface InvoiceFees {
+  readonly preFee: bigint;
+  readonly postFee: bigint;
+  readonly splits: ReadonlyArray<{ readonly account: string; readonly amount: string }>;
+}
+
 /** Where one claimed invoice ended: what its confirm decided, to be written with its trail. */
 export interface InvoiceRedemption {
   readonly invoice: Pick<Intent, 'id' | 'operationType' | 'currency'>;
@@ -77,11 +84,7 @@ export interface InvoiceRedemption {
   readonly payer: { readonly accountName: string; readonly userId: number };
   readonly confirmIdempotencyKey: string;
   readonly attemptId: string;
-  readonly fees: {
-    readonly preFee: bigint;
-    readonly postFee: bigint;
-    readonly splits: ReadonlyArray<{ readonly account: string; readonly amount: string }>;
-  };
+  readonly fees: InvoiceFees;
   readonly transitions: readonly Transition[];
   readonly history: readonly HistoryRow[];
 }
