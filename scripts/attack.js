@@ -19,8 +19,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { DEMO_CONFIG_FILE, readConfigFile } from '../dist/config.js';
-import { messageSignedHeaders } from '../dist/domain/message-signing.js';
-import { signedHeaders } from '../dist/domain/signing.js';
+import { messageSignedHeaders } from '../dist/domain/auth/message-signing.js';
+import { signedHeaders } from '../dist/domain/auth/signing.js';
 
 const SIZES = {
   small: { held: 400, holders: 1, slowQuotes: 40, nonces: 1_000 },

@@ -1,6 +1,6 @@
 import { type Config, ConfigError, DEMO_CONFIG_FILE, readConfigFile } from './config.js';
 import type { Sql } from './adapters/database.js';
-import { type Permissions, signingUnstated } from './domain/admin/service-keys.js';
+import { type Permissions, signingUnstated } from './domain/auth/service-keys.js';
 
 /** Shorter secrets fall to an offline search of a captured HMAC (docs/SECURITY.md §4); bytes, as the HMAC reads them. */
 export const SECRET_LENGTH_MIN = 32;

@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { FEE_WALL_LIMIT_MS } from '../../src/domain/fees/index.js';
+import { FEE_WALL_LIMIT_MS } from '../../src/domain/rules/fees/index.js';
 import { demoConfigFile, startTestApp, type TestApp } from '../support/app.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
 import { createUser, intentBody, topUp } from '../support/payments.js';

@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createMemorySharedState } from '../../src/adapters/shared-state.js';
-import { messageSignedHeaders } from '../../src/domain/message-signing.js';
-import { signedHeaders } from '../../src/domain/signing.js';
+import { messageSignedHeaders } from '../../src/domain/auth/message-signing.js';
+import { signedHeaders } from '../../src/domain/auth/signing.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
 import { balances, createUser, intentBody, topUp } from '../support/payments.js';

@@ -5,9 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { type ConfigFile, DEMO_CONFIG_FILE, loadConfig, readConfigFile } from '../../src/config.js';
+import { DEMO_CONFIG_FILE, loadConfig, readConfigFile } from '../../src/config.js';
+import type { ConfigFile } from '../../src/domain/bootstrap/config-file.js';
 import { refuseUnstatedSigningInDatabase, unsafeProductionSettings } from '../../src/production-checks.js';
-import { signedHeaders } from '../../src/domain/signing.js';
+import { signedHeaders } from '../../src/domain/auth/signing.js';
 import { startTestApp } from '../support/app.js';
 import { buildIfStale, spawnService } from '../support/service-process.js';
 

@@ -1,7 +1,7 @@
-import type { Permissions } from '../../admin/service-keys.js';
+import type { Permissions } from '../../auth/service-keys.js';
 import { matchesWholeName } from '../../auth/name-pattern.js';
-import { parseAccountName, userWalletName } from '../../account-names.js';
-import { type AccountLookup, type AccountRecord, lookupAccount } from '../../accounts.js';
+import { parseAccountName, userWalletName } from '../../accounts/account-names.js';
+import { type AccountLookup, type AccountRecord, lookupAccount } from '../../accounts/accounts.js';
 import { apiError } from '../../errors.js';
 import { assertNever } from '../../errors.js';
 import type { AccountType } from '../../model.js';
