@@ -40,6 +40,8 @@ const { values: args } = parseArgs({
     // Internal: this script as a child that holds connections (a process has a limited number of descriptors).
     // The service's database: PostgreSQL makes the large flood minutes instead of most of an hour; default the embedded one in memory.
     'database-url': { type: 'string', default: 'memory://' },
+    // Overrides the size's flood count: 300,000 takes most of an hour on a shared two-core machine.
+    nonces: { type: 'string' },
     hold: { type: 'string' },
     port: { type: 'string' },
   },
@@ -89,7 +91,7 @@ async function main() {
     await setUp(api);
     results.push(await legacyReplay(api));
     results.push(await slowQuotes(api, size.slowQuotes));
-    results.push(await nonceFlood(api, size.nonces));
+    results.push(await nonceFlood(api, args.nonces === undefined ? size.nonces : Number(args.nonces)));
     results.push(await heldConnections(service, size.held, size.holders));
   } finally {
     service.child.kill('SIGTERM');
