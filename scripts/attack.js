@@ -30,6 +30,8 @@ const SIZES = {
 const HEALTH_MS_MAX = 1_000;
 const PAYMENT_DELAY_MS_MAX = 200;
 const FLOOD_CONCURRENCY = 64;
+/** X-Signature's window (docs/rules.md R1). */
+const SIGNATURE_WINDOW_S = 60;
 /** Payments timed during the slow-quote flood; the verdict is on their median, the worst is printed too. */
 const PAYMENT_SAMPLES = 9;
 
@@ -375,7 +377,9 @@ async function nonceFlood(api, count) {
     floodPerS: Math.round(count / floodS),
     replayStatus: replay.status,
     replayMessage: replayBody?.message,
-    passed: first === 200 && replay.status === 401,
+    // Past the signature window the replay is refused for its timestamp, which says nothing of the record.
+    replayWithinWindow: floodS < SIGNATURE_WINDOW_S,
+    passed: first === 200 && replay.status === 401 && (floodS >= SIGNATURE_WINDOW_S || replayBody?.message === 'replayed request'),
   };
 }
 
