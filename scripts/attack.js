@@ -26,7 +26,7 @@ const SIZES = {
   small: { held: 400, holders: 1, slowQuotes: 40, nonces: 1_000 },
   large: { held: 20_000, holders: 2, slowQuotes: 200, nonces: 300_000 },
 };
-/** Done-when bounds (issue 35): /health within 1 s during the hold; a payment delayed by at most 200 ms. */
+/** The bounds the review set: /health within 1 s during the hold; a payment delayed by at most 200 ms (docs/SECURITY.md §10a). */
 const HEALTH_MS_MAX = 1_000;
 const PAYMENT_DELAY_MS_MAX = 200;
 const FLOOD_CONCURRENCY = 64;
