@@ -87,7 +87,7 @@ describe('the plan of a batch (sql/ledger/11-plan.sql)', () => {
     expect(rows).toEqual([{ refused_at: null }]);
   });
   it('runs on generic plans, so that a batch of one payment is not planned again at every call', async () => {
-    // Custom plans looked cheaper for a one-element unnest() and were made again per call (docs/PERFORMANCE.md).
+    // Custom plans looked cheaper for a one-element unnest() and were made again per call (docs/design.md#hot-generic-plans).
     const { rows } = await db.query<{ config: string[] | null }>(
       `SELECT proconfig AS config FROM pg_proc WHERE oid = 'ledger_create_transfers'::regproc`,
     );
