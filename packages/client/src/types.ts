@@ -196,6 +196,8 @@ export interface Balance {
   readonly accountName: string;
   readonly balance: Money;
   readonly currency: string;
+  /** The instant asked for, as given: only on a balance at a time (docs/rules.md R58). */
+  readonly at?: string;
 }
 
 export interface HistoryQuery {
@@ -213,6 +215,8 @@ export interface Transaction {
   readonly feeAmount: Money;
   readonly currency: string;
   readonly createdAt: string;
+  /** The account's balance after this posting; null on accounts no user owns. */
+  readonly balanceAfter: Money | null;
 }
 
 export interface Transactions {

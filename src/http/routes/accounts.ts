@@ -5,16 +5,23 @@ import { balanceOf, findAccount, isUuid, openAccounts } from '../../domain/accou
 import { ENTITY_TYPES } from '../../domain/model.js';
 import { apiError } from '../../domain/errors.js';
 import { listTransactions } from '../../domain/history.js';
+import { balanceAt } from '../../domain/statements/statements.js';
 import type { Ledger } from '../../ledger/ledger.js';
 import { callerKey, requireUserId } from '../plugins/auth.js';
 import { HistoryEntry, Money, responses, Uuid } from '../schemas.js';
+import { InstantText } from './statements.js';
 
 /** An account as the service names it: its name and its ledger id. */
 export const Account = Type.Object({ accountName: Type.String(), ledgerAccountId: Uuid });
 export const EntityAccount = Type.Object({ ...Account.properties, created: Type.Boolean() });
 export const EntityAccounts = Type.Object({ primary: EntityAccount, settlement: EntityAccount });
 const AccountCreated = Type.Union([Account, EntityAccounts]);
-export const Balance = Type.Object({ accountName: Type.String(), balance: Money, currency: Type.String() });
+export const Balance = Type.Object({
+  accountName: Type.String(),
+  balance: Money,
+  currency: Type.String(),
+  at: Type.Optional(Type.String({ description: 'the instant asked for, as given (balance at a time, docs/rules.md R58)' })),
+});
 export const Transactions = Type.Object({ transactions: Type.Array(HistoryEntry) });
 
 export const CreateAccountBody = Type.Object(
@@ -66,13 +73,18 @@ export function accountRoutes(app: App, deps: { db: Database; ledger: Ledger }) 
       schema: {
         tags: ['accounts'],
         operationId: 'getAccountBalance',
-        summary: 'Live balance: credits posted minus debits posted',
+        summary: 'Live balance, or with at the balance at that instant: credits posted minus debits posted',
+        description:
+          'With at (ISO 8601 with an offset, not in the future, on an account a user owns) the balance of the postings ' +
+          'stamped at or before it; once at is more than 5 s in the past the answer never changes (docs/rules.md R58).',
         params: AccountName,
-        response: responses({ 200: Balance }, ['NOT_FOUND']),
+        querystring: Type.Object({ at: Type.Optional(InstantText) }, { additionalProperties: false }),
+        response: responses({ 200: Balance }, ['NOT_FOUND', 'VALIDATION_ERROR']),
       },
     },
     async (request) => {
       const { name } = request.params;
+      if (request.query.at !== undefined) return balanceAt(db, name, request.query.at);
       const account = await findAccount(db, name);
       if (account === null) throw apiError('NOT_FOUND', 'account not found');
       const balance = await balanceOf(db, ledger, account);
