@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CashManagementEndOfDayReport } from 'iso20022.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { runAudit } from '../../src/domain/audit.js';
+import { runAudit } from '../../src/domain/audit/audit.js';
 import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { LEDGER_THB, type TransferInput } from '../../src/ledger/ledger.js';
 import { startTestApp, type TestApp } from '../support/app.js';

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Sql } from '../../adapters/database.js';
-import { parseAccountName } from '../account-names.js';
-import { type AccountRecord, findAccount, isUuid } from '../accounts.js';
+import { parseAccountName } from '../accounts/account-names.js';
+import { type AccountRecord, findAccount, isUuid } from '../accounts/accounts.js';
 import { apiError } from '../errors.js';
 import { LEDGER_CODE_BY_OPERATION, type OperationType } from '../model.js';
 
