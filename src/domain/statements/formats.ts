@@ -14,10 +14,15 @@ export const CSV_COLUMNS = ['at', 'intentId', 'refundId', 'operationType', 'dire
  * One line per entry under a header line. No field needs quoting: each is a timestamp, a UUID, a
  * name of the operation vocabulary, a direction or digits (RFC 4180 quoting would change nothing).
  */
-export async function* csvStatement(entries: AsyncIterable<StatementEntry>): AsyncGenerator<string> {
+export async function* csvStatement(pages: AsyncIterable<readonly StatementEntry[]>): AsyncGenerator<string> {
   yield `${CSV_COLUMNS.join(',')}\r\n`;
-  for await (const entry of entries) {
-    yield `${CSV_COLUMNS.map((column) => entry[column] ?? '').join(',')}\r\n`;
+  for await (const page of pages) {
+    let chunk = '';
+    for (const e of page) {
+      // CSV_COLUMNS, in order.
+      chunk += `${e.at},${e.intentId ?? ''},${e.refundId ?? ''},${e.operationType ?? ''},${e.direction},${e.amount},${e.feeAmount},${e.balanceAfter}\r\n`;
+    }
+    yield chunk;
   }
 }
 
@@ -43,13 +48,22 @@ function camtBalance(type: 'OPBD' | 'CLBD', balance: string, currency: string, a
   );
 }
 
+function camtEntry(entry: StatementEntry, currency: string): string {
+  return (
+    `<Ntry>${entry.intentId === null ? '' : `<NtryRef>${entry.intentId}</NtryRef>`}` +
+    `<Amt Ccy="${currency}">${camtAmount(entry.amount).amount}</Amt><CdtDbtInd>${entry.direction === 'CREDIT' ? 'CRDT' : 'DBIT'}</CdtDbtInd>` +
+    `<Sts><Cd>BOOK</Cd></Sts><BookgDt><DtTm>${entry.at}</DtTm></BookgDt>` +
+    `<BkTxCd><Prtry><Cd>${xml(entry.operationType ?? 'OPENING')}</Cd></Prtry></BkTxCd></Ntry>`
+  );
+}
+
 /**
  * ISO 20022 camt.053.001.08 (BankToCustomerStatementV08): one statement of the account, its
  * opening (OPBD) and closing (CLBD) booked balances, one booked entry per posting.
  */
 export async function* camt053Statement(
   header: StatementHeader,
-  entries: AsyncIterable<StatementEntry>,
+  pages: AsyncIterable<readonly StatementEntry[]>,
   ids: { messageId: string; createdAt: Date },
 ): AsyncGenerator<string> {
   const created = ids.createdAt.toISOString();
@@ -63,12 +77,10 @@ export async function* camt053Statement(
     '<Svcr><FinInstnId><Othr><Id>payorch</Id></Othr></FinInstnId></Svcr></Acct>' +
     camtBalance('OPBD', header.openingBalance, header.currency, header.from) +
     camtBalance('CLBD', header.closingBalance, header.currency, header.to);
-  for await (const entry of entries) {
-    const { amount } = camtAmount(entry.amount);
-    yield `<Ntry>${entry.intentId === null ? '' : `<NtryRef>${entry.intentId}</NtryRef>`}` +
-      `<Amt Ccy="${currency}">${amount}</Amt><CdtDbtInd>${entry.direction === 'CREDIT' ? 'CRDT' : 'DBIT'}</CdtDbtInd>` +
-      `<Sts><Cd>BOOK</Cd></Sts><BookgDt><DtTm>${entry.at}</DtTm></BookgDt>` +
-      `<BkTxCd><Prtry><Cd>${xml(entry.operationType ?? 'OPENING')}</Cd></Prtry></BkTxCd></Ntry>`;
+  for await (const page of pages) {
+    let chunk = '';
+    for (const entry of page) chunk += camtEntry(entry, currency);
+    yield chunk;
   }
   yield '</Stmt></BkToCstmrStmt></Document>\n';
 }

@@ -16,7 +16,7 @@ export const finalAfterMs = 5_000;
 /** The json format answers at most this many entries; more needs csv or camt053. */
 export const jsonEntriesMax = 10_000;
 /** Rows per keyset page of a streamed statement: one round trip each, memory bounded by it. */
-const streamPageRows = 2_000;
+const streamPageRows = 5_000;
 
 const OPERATION_BY_CODE = new Map<number, OperationType>(
   Object.entries(LEDGER_CODE_BY_OPERATION).map(([type, code]) => [code, type as OperationType]),
@@ -243,10 +243,9 @@ export async function statementJson(sql: Sql, range: StatementRange): Promise<St
 
 /**
  * Every entry of the range, a keyset page at a time, as the consumer pulls: memory holds one page
- * whatever the range. A `to` less than finalAfterMs ago is waited for first, so that the balances
- * told before the entries agree with them.
+ * whatever the range, and a writer turns each page into one chunk.
  */
-export async function* statementEntries(sql: Sql, range: StatementRange): AsyncGenerator<StatementEntry> {
+export async function* statementPages(sql: Sql, range: StatementRange): AsyncGenerator<StatementEntry[]> {
   let key = { at: range.from, seq: '0' };
   for (;;) {
     const { rows } = await sql.query<EntryRow>(ENTRIES_SQL, [
@@ -257,7 +256,7 @@ export async function* statementEntries(sql: Sql, range: StatementRange): AsyncG
       key.seq,
       streamPageRows,
     ]);
-    for (const row of rows) yield toEntry(row);
+    if (rows.length > 0) yield rows.map(toEntry);
     const last = rows.at(-1);
     if (last === undefined || rows.length < streamPageRows) return;
     key = { at: last.at, seq: last.seq };

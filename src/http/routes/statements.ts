@@ -4,7 +4,7 @@ import type { FastifyReply } from 'fastify';
 import Type from 'typebox';
 import type { Database } from '../../adapters/database.js';
 import { camt053Statement, csvStatement, STATEMENT_FORMATS } from '../../domain/statements/formats.js';
-import { statementEntries, statementHeader, statementJson, statementRange, untilFinal } from '../../domain/statements/statements.js';
+import { statementHeader, statementPages, statementJson, statementRange, untilFinal } from '../../domain/statements/statements.js';
 import { InstantText, Statement } from '../schemas/statements.js';
 import { responses } from '../schemas/shared.js';
 import type { App } from '../typed-app.js';
@@ -58,9 +58,9 @@ export function statementRoutes(app: App, deps: { db: Database }) {
       if (format === 'json') return statementJson(db, range);
       await untilFinal(range.waitMs);
       const header = await statementHeader(db, range);
-      const entries = statementEntries(db, range);
+      const pages = statementPages(db, range);
       const body =
-        format === 'csv' ? csvStatement(entries) : camt053Statement(header, entries, { messageId: randomUUID(), createdAt: new Date() });
+        format === 'csv' ? csvStatement(pages) : camt053Statement(header, pages, { messageId: randomUUID(), createdAt: new Date() });
       const extension = format === 'csv' ? 'csv' : 'xml';
       // The schema's types cover the json body; a stream is Fastify's own kind of payload.
       const streamed: FastifyReply = reply;
