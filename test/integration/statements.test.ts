@@ -216,6 +216,18 @@ describe('GET /accounts/{name}/statement', () => {
     }
   });
 
+  it('answers the console the same statement at /admin/accounts/{name}/statement with the admin token, and nothing without it', async () => {
+    const [m0, , , m3] = marks as [string, string, string, string];
+    const url = statementPath(payer, m0, m3).replace('/accounts/', '/admin/accounts/');
+    const admin = await t.app.inject({ method: 'GET', url, headers: { authorization: 'Bearer test-admin-token' } });
+    expect(admin.statusCode, admin.body).toBe(200);
+    expect(admin.json()).toEqual(await statement(payer, m0, m3));
+    const csv = await t.app.inject({ method: 'GET', url: `${url}&format=csv`, headers: { authorization: 'Bearer test-admin-token' } });
+    expect(csv.headers['content-disposition']).toBe(`attachment; filename="statement-${payer}.csv"`);
+    const anonymous = await t.app.inject({ method: 'GET', url });
+    expect(anonymous.statusCode).toBe(401);
+  });
+
   it('refuses json past 10,000 entries naming csv, and streams them all as csv', async () => {
     const bulk = `user.${BULK}.THB`;
     const from = await mark();

@@ -166,6 +166,26 @@ export interface paths {
         readonly patch?: never;
         readonly trace?: never;
     };
+    readonly "/admin/accounts/{name}/statement": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        /**
+         * Statement of an account a user owns over [from, to): json, csv or camt.053
+         * @description The postings stamped in [from, to), in posting order, each with the balance after it; openingBalance is the balance of the postings stamped before from, closingBalance before to, so a statement ending at t chains into the one starting at t (docs/rules.md R58). format=json answers at most 10,000 entries (more: 422 naming csv); csv (text/csv) and camt053 (ISO 20022 camt.053.001.08, application/xml) stream any length. A to less than 5 s ago is waited for.
+         */
+        readonly get: operations["getAdminAccountStatement"];
+        readonly put?: never;
+        readonly post?: never;
+        readonly delete?: never;
+        readonly options?: never;
+        readonly head?: never;
+        readonly patch?: never;
+        readonly trace?: never;
+    };
     readonly "/policies/evaluate": {
         readonly parameters: {
             readonly query?: never;
@@ -1992,6 +2012,156 @@ export interface operations {
         };
     };
     readonly getAccountStatement: {
+        readonly parameters: {
+            readonly query: {
+                /** @description ISO 8601 date and time with an offset */
+                readonly from: string;
+                /** @description ISO 8601 date and time with an offset */
+                readonly to: string;
+                /** @description default json */
+                readonly format?: "json" | "csv" | "camt053";
+            };
+            readonly header?: never;
+            readonly path: {
+                readonly name: string;
+            };
+            readonly cookie?: never;
+        };
+        readonly requestBody?: never;
+        readonly responses: {
+            /** @description the statement */
+            readonly 200: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": {
+                        readonly accountName: string;
+                        readonly currency: string;
+                        readonly from: string;
+                        readonly to: string;
+                        /** @description amount in satang, as a decimal string */
+                        readonly openingBalance: string;
+                        /** @description amount in satang, as a decimal string */
+                        readonly closingBalance: string;
+                        readonly entries: readonly {
+                            /** @description the posting time, ISO 8601 UTC to the microsecond */
+                            readonly at: string;
+                            readonly intentId: string | null;
+                            readonly refundId: string | null;
+                            readonly operationType: ("P2P_TRANSFER" | "PSPX_WITHDRAWAL" | "THAI_QR_PAY" | "WITHDRAWAL" | "QP_TOPUP" | "MINIAPP_CHARGE" | "MINIAPP_CREDIT" | "SERVICE_DEPOSIT" | "ADMIN_TRANSFER" | "INVOICE_PAYMENT" | "NFC_CHARGE") | null;
+                            readonly direction: "DEBIT" | "CREDIT";
+                            /** @description amount in satang, as a decimal string */
+                            readonly amount: string;
+                            /** @description amount in satang, as a decimal string */
+                            readonly feeAmount: string;
+                            /** @description amount in satang, as a decimal string */
+                            readonly balanceAfter: string;
+                        }[];
+                    };
+                    readonly "text/csv": string;
+                    readonly "application/xml": string;
+                };
+            };
+            /** @description Bad Request */
+            readonly 400: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "BAD_REQUEST";
+                    };
+                };
+            };
+            /** @description Unauthorized */
+            readonly 401: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Forbidden */
+            readonly 403: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "FORBIDDEN";
+                    };
+                };
+            };
+            /** @description Not Found */
+            readonly 404: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "NOT_FOUND";
+                    };
+                };
+            };
+            /** @description Unprocessable Entity */
+            readonly 422: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Too Many Requests */
+            readonly 429: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal Server Error */
+            readonly 500: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service Unavailable */
+            readonly 503: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    readonly getAdminAccountStatement: {
         readonly parameters: {
             readonly query: {
                 /** @description ISO 8601 date and time with an offset */

@@ -6,6 +6,7 @@ import type { Database } from '../../adapters/database.js';
 import { camt053Statement, csvStatement, STATEMENT_FORMATS } from '../../domain/statements/formats.js';
 import { statementHeader, statementPages, statementJson, statementRange, untilFinal } from '../../domain/statements/statements.js';
 import { InstantText, Statement } from '../schemas/statements.js';
+import { ADMIN_SECURITY } from '../plugins/openapi-security.js';
 import { responses } from '../schemas/shared.js';
 import type { App } from '../typed-app.js';
 
@@ -17,14 +18,35 @@ const STATEMENT_DESCRIPTION =
 
 const CONTENT_TYPES = { csv: 'text/csv; charset=utf-8', camt053: 'application/xml; charset=utf-8' } as const;
 
+/**
+ * GET /accounts/{name}/statement, signed by a service key, and the same at
+ * /admin/accounts/{name}/statement with the admin token, for the console's statement view.
+ */
 export function statementRoutes(app: App, deps: { db: Database }) {
+  statementRoute(app, deps, {
+    path: '/accounts/:name/statement',
+    operationId: 'getAccountStatement',
+    tags: ['accounts'],
+    admin: false,
+  });
+  statementRoute(app, deps, {
+    path: '/admin/accounts/:name/statement',
+    operationId: 'getAdminAccountStatement',
+    tags: ['admin'],
+    admin: true,
+  });
+}
+
+function statementRoute(app: App, deps: { db: Database }, route: { path: string; operationId: string; tags: string[]; admin: boolean }) {
   const { db } = deps;
   app.get(
-    '/accounts/:name/statement',
+    route.path,
     {
+      ...(route.admin ? { config: { auth: 'admin' as const } } : {}),
       schema: {
-        tags: ['accounts'],
-        operationId: 'getAccountStatement',
+        tags: route.tags,
+        ...(route.admin ? { security: ADMIN_SECURITY } : {}),
+        operationId: route.operationId,
         summary: 'Statement of an account a user owns over [from, to): json, csv or camt.053',
         description: STATEMENT_DESCRIPTION,
         params: Type.Object({ name: Type.String({ minLength: 1, maxLength: 100 }) }),
