@@ -740,7 +740,7 @@ export interface components {
             readonly operationType: components["schemas"]["OperationType"];
             /** @description satang */
             readonly amount: number;
-            /** @description default THB */
+            /** @description ISO 4217, three upper-case letters; default THB */
             readonly currency?: string;
             /** @description default {} */
             readonly metadata?: {
@@ -763,6 +763,7 @@ export interface components {
             readonly status: components["schemas"]["IntentStatus"];
             readonly channel: components["schemas"]["Channel"];
             readonly amount?: components["schemas"]["Money"];
+            /** @description ISO 4217, three upper-case letters */
             readonly currency?: string;
             readonly preFeeAmount: components["schemas"]["Money"];
             readonly postFeeAmount: components["schemas"]["Money"];
@@ -787,6 +788,7 @@ export interface components {
             readonly operationType: components["schemas"]["OperationType"];
             readonly channel: components["schemas"]["Channel"];
             readonly amount: components["schemas"]["Money"];
+            /** @description ISO 4217, three upper-case letters */
             readonly currency: string;
             readonly preFeeAmount: components["schemas"]["Money"];
             readonly postFeeAmount: components["schemas"]["Money"];
@@ -828,7 +830,7 @@ export interface components {
             readonly operationType: "P2P_TRANSFER" | "PSPX_WITHDRAWAL" | "THAI_QR_PAY" | "WITHDRAWAL" | "QP_TOPUP" | "MINIAPP_CHARGE" | "MINIAPP_CREDIT" | "SERVICE_DEPOSIT" | "ADMIN_TRANSFER" | "INVOICE_PAYMENT";
             /** @description satang */
             readonly amount: number;
-            /** @description default THB */
+            /** @description ISO 4217, three upper-case letters; default THB */
             readonly currency?: string;
             /** @description default {} */
             readonly metadata?: {
@@ -914,6 +916,7 @@ export interface components {
         readonly Balance: {
             readonly accountName: string;
             readonly balance: components["schemas"]["Money"];
+            /** @description ISO 4217, three upper-case letters */
             readonly currency: string;
         };
         readonly Transaction: {
@@ -924,6 +927,7 @@ export interface components {
             readonly direction: "DEBIT" | "CREDIT";
             readonly amount: components["schemas"]["Money"];
             readonly feeAmount: components["schemas"]["Money"];
+            /** @description ISO 4217, three upper-case letters */
             readonly currency: string;
             /**
              * Format: date-time
@@ -967,6 +971,7 @@ export interface components {
             readonly merchantId?: number;
             /** @description minor units (satang), digits only */
             readonly amount: string;
+            /** @description ISO 4217, three upper-case letters */
             readonly currency: string;
             readonly channel: string;
             readonly appId: string;
@@ -1010,6 +1015,7 @@ export interface components {
             readonly status: components["schemas"]["IntentStatus"];
             readonly pspState: string | null;
             readonly amount: components["schemas"]["Money"];
+            /** @description ISO 4217, three upper-case letters */
             readonly currency: string;
             readonly preFeeAmount: components["schemas"]["Money"];
             readonly postFeeAmount: components["schemas"]["Money"];
@@ -1045,6 +1051,7 @@ export interface components {
             readonly ledgerAccountId: string;
             readonly accountType: string;
             readonly userId: number | null;
+            /** @description ISO 4217, three upper-case letters */
             readonly currency: string;
             readonly balance: components["schemas"]["Money"];
             readonly transactions: readonly components["schemas"]["Transaction"][];
@@ -1199,7 +1206,7 @@ export interface components {
             readonly limitType: "AMOUNT" | "COUNT";
             /** @description satang for AMOUNT, intents for COUNT, as a decimal string */
             readonly limit: string;
-            /** @description default THB */
+            /** @description ISO 4217, three upper-case letters; default THB */
             readonly currency: string;
             /** @description default true; inactive records are ignored */
             readonly active: boolean;
@@ -1224,7 +1231,7 @@ export interface components {
             readonly limitType: "AMOUNT" | "COUNT";
             /** @description satang for AMOUNT, intents for COUNT */
             readonly limit: number;
-            /** @description default THB */
+            /** @description ISO 4217, three upper-case letters; default THB */
             readonly currency?: string;
             /** @description default true; inactive records are ignored */
             readonly active?: boolean;
@@ -1244,7 +1251,7 @@ export interface components {
             readonly limitType?: "AMOUNT" | "COUNT";
             /** @description satang for AMOUNT, intents for COUNT */
             readonly limit?: number;
-            /** @description default THB */
+            /** @description ISO 4217, three upper-case letters; default THB */
             readonly currency?: string;
             /** @description default true; inactive records are ignored */
             readonly active?: boolean;
@@ -1258,6 +1265,7 @@ export interface components {
                 readonly amount_lt?: number;
                 readonly amount_gte?: number;
                 readonly amount_lte?: number;
+                /** @description ISO 4217, three upper-case letters */
                 readonly currency?: string;
                 readonly daily_cumulative_gte?: number;
                 readonly new_payee?: boolean;
@@ -1290,6 +1298,7 @@ export interface components {
                 readonly amount_lt?: number;
                 readonly amount_gte?: number;
                 readonly amount_lte?: number;
+                /** @description ISO 4217, three upper-case letters */
                 readonly currency?: string;
                 readonly daily_cumulative_gte?: number;
                 readonly new_payee?: boolean;
@@ -1312,6 +1321,7 @@ export interface components {
                 readonly amount_lt?: number;
                 readonly amount_gte?: number;
                 readonly amount_lte?: number;
+                /** @description ISO 4217, three upper-case letters */
                 readonly currency?: string;
                 readonly daily_cumulative_gte?: number;
                 readonly new_payee?: boolean;
@@ -7008,6 +7018,7 @@ export interface operations {
                     readonly context: {
                         readonly operationType: string;
                         readonly amount: number;
+                        /** @description ISO 4217, three upper-case letters */
                         readonly currency: string;
                         /** @default {} */
                         readonly metadata?: {
@@ -7556,6 +7567,7 @@ export interface operations {
                             readonly statusFrom: string | null;
                             readonly statusTo: string;
                             readonly amount: components["schemas"]["Money"];
+                            /** @description ISO 4217, three upper-case letters */
                             readonly currency: string;
                             /** Format: date-time */
                             readonly occurredAt: string;
@@ -7807,6 +7819,7 @@ export interface operations {
                         readonly status: components["schemas"]["IntentStatus"];
                         readonly pspState: string | null;
                         readonly amount: components["schemas"]["Money"];
+                        /** @description ISO 4217, three upper-case letters */
                         readonly currency: string;
                         readonly preFeeAmount: components["schemas"]["Money"];
                         readonly postFeeAmount: components["schemas"]["Money"];

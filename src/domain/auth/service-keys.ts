@@ -1,6 +1,7 @@
 import Type, { type Static } from 'typebox';
 import { apiError } from '../errors.js';
 import { ACCOUNT_TYPES, ENTITY_TYPES } from '../model.js';
+import { ServiceId } from '../wire-types.js';
 import { WEBHOOK_URL_LENGTH_MAX, webhookUrlProblem } from '../events/webhooks/webhook-url.js';
 import { type AdminEntity, read } from '../admin/admin-entity.js';
 import { ActiveField, Timestamp } from '../admin/record-schema.js';
@@ -51,7 +52,6 @@ export const Permissions = Type.Object(
 );
 export type Permissions = Static<typeof Permissions>;
 
-const ServiceId = Type.String({ minLength: 1, maxLength: 50, pattern: '^[A-Za-z0-9._-]+$' });
 export const ServiceIdParams = Type.Object({ serviceId: ServiceId });
 
 /** The secret is set in CONFIG_FILE and loaded by a reload, never through the API or the database. */

@@ -8,8 +8,9 @@ import type { Ledger } from '../../ledger/ledger.js';
 import { callerKey, requireUserId } from '../plugins/auth.js';
 import { responses } from '../schemas/shared.js';
 import { AccountCreated, Balance, CreateAccountBody, Transactions } from '../schemas/accounts.js';
+import { AccountName } from '../../domain/wire-types.js';
 
-const AccountName = Type.Object({ name: Type.String({ minLength: 1, maxLength: 100 }) });
+const AccountNameParams = Type.Object({ name: AccountName });
 
 export function accountRoutes(app: App, deps: { db: Database; ledger: Ledger }) {
   const { db, ledger } = deps;
@@ -50,7 +51,7 @@ export function accountRoutes(app: App, deps: { db: Database; ledger: Ledger }) 
         tags: ['accounts'],
         operationId: 'getAccountBalance',
         summary: 'Live balance: credits posted minus debits posted',
-        params: AccountName,
+        params: AccountNameParams,
         response: responses({ 200: Balance }, ['NOT_FOUND']),
       },
     },
@@ -70,7 +71,7 @@ export function accountRoutes(app: App, deps: { db: Database; ledger: Ledger }) 
         tags: ['accounts'],
         operationId: 'listAccountTransactions',
         summary: 'Transaction history of an account, newest first',
-        params: AccountName,
+        params: AccountNameParams,
         querystring: Type.Object(
           {
             limit: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),

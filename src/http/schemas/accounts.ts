@@ -1,5 +1,6 @@
 import Type from 'typebox';
 import { ENTITY_TYPES } from '../../domain/model.js';
+import { Currency } from '../../domain/wire-types.js';
 import { HistoryEntry, Money, Uuid } from './shared.js';
 
 /** An account as the service names it: its name and its ledger id. */
@@ -7,7 +8,7 @@ export const Account = Type.Object({ accountName: Type.String(), ledgerAccountId
 export const EntityAccount = Type.Object({ ...Account.properties, created: Type.Boolean() });
 export const EntityAccounts = Type.Object({ primary: EntityAccount, settlement: EntityAccount });
 export const AccountCreated = Type.Union([Account, EntityAccounts]);
-export const Balance = Type.Object({ accountName: Type.String(), balance: Money, currency: Type.String() });
+export const Balance = Type.Object({ accountName: Type.String(), balance: Money, currency: Currency });
 export const Transactions = Type.Object({ transactions: Type.Array(HistoryEntry) });
 
 export const CreateAccountBody = Type.Object(

@@ -1,6 +1,6 @@
 import Type from 'typebox';
 import { ERROR_STATUS, type ErrorCode } from '../../domain/errors.js';
-import { Money, OperationTypeSchema, Timestamp, Uuid } from '../../domain/wire-types.js';
+import { Currency, Money, OperationTypeSchema, Timestamp, Uuid } from '../../domain/wire-types.js';
 
 /** Shared pieces of the request and response schemas. */
 
@@ -66,6 +66,6 @@ export const HistoryEntry = Type.Object({
   direction: Type.Union([Type.Literal('DEBIT'), Type.Literal('CREDIT')]),
   amount: Money,
   feeAmount: Money,
-  currency: Type.String(),
+  currency: Currency,
   createdAt: Timestamp,
 });
