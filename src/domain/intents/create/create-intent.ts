@@ -359,7 +359,7 @@ export function historyRows(
 /**
  * Every field written out rather than spread: a spread of the draft's thirty fields followed by
  * nine more allocated ~12 KB per intent in V8 (its property store regrown field by field), a
- * tenth of what a payment allocated (docs/PERFORMANCE.md, "Allocation per intent").
+ * tenth of what a payment allocated (docs/design.md#hot-field-copies).
  */
 function stored(draft: NewIntent, createdAt: Date): Intent {
   return {

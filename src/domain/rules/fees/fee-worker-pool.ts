@@ -50,7 +50,7 @@ interface Slot {
 /**
  * Jobs per message to a worker. Jobs wait only while every worker is busy, and then go together:
  * the hop (a message each way, a wake-up of each thread) is paid once per batch instead of once
- * per payment (docs/PERFORMANCE.md).
+ * per payment (docs/perf-log/2026-11.md, "batched fee workers").
  */
 export const FEE_BATCH_MAX = 32;
 

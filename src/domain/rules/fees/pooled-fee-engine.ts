@@ -21,7 +21,7 @@ export type FeeEngineOptions = LocalFeeEngineOptions & {
   queueMax?: number;
 };
 
-/** Two: the event loop of this process keeps a core, the evaluations share the other (docs/PERFORMANCE.md). */
+/** Two: the event loop of this process keeps a core, the evaluations share the other (docs/perf-log/2026-11.md, "batched fee workers"). */
 export const FEE_WORKERS_DEFAULT = 2;
 
 const WORKER_ENTRY = threadEntry('./fee-worker.js', import.meta.url);
