@@ -66,7 +66,12 @@ describe('GET /v1/statements/{date}', () => {
     const date = '20250302';
     await plant({ date, addLine: { type: 'PAYOUT', amount: '1e3', intentId: randomUUID() } });
     let begins = 0;
-    const sink: StatementSink = { begin: async () => void (begins += 1), lines: async () => {} };
+    const sink: StatementSink = {
+      begin: async () => {
+        begins += 1;
+      },
+      lines: async () => {},
+    };
     expect(await client().statement(date, sink)).toEqual({ kind: 'invalid', reason: expect.stringContaining('amount') });
     expect(begins).toBe(1);
   });
@@ -74,7 +79,12 @@ describe('GET /v1/statements/{date}', () => {
   it('a provider failing every attempt is unknown after the retries, each attempt begun afresh', async () => {
     server.simulator.failNext(3);
     let begins = 0;
-    const sink: StatementSink = { begin: async () => void (begins += 1), lines: async () => {} };
+    const sink: StatementSink = {
+      begin: async () => {
+        begins += 1;
+      },
+      lines: async () => {},
+    };
     expect(await client().statement('20250303', sink)).toMatchObject({ kind: 'unknown', cause: 'http_5xx' });
     expect(begins).toBe(3);
   });
