@@ -1,6 +1,5 @@
 -- Reconciliation with the provider (docs/rules.md R59): each run of a statement date, the
--- statement's lines staged while the run matches them, and what the run found for each line and
--- each payout. The matching itself is sql/reconciliation/.
+-- statement's lines as the run read them, and its breaks. The matching itself is sql/reconciliation/.
 
 CREATE TABLE IF NOT EXISTS reconciliation_runs (
   id uuid PRIMARY KEY,
@@ -24,7 +23,8 @@ CREATE UNIQUE INDEX IF NOT EXISTS reconciliation_runs_one_running_idx ON reconci
 CREATE INDEX IF NOT EXISTS reconciliation_runs_started_idx ON reconciliation_runs (started_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS reconciliation_runs_date_idx ON reconciliation_runs (statement_date, started_at DESC);
 
--- A statement's lines while its run matches them; the key refuses a lineId the statement repeats.
+-- A statement's lines, staged as they stream in and kept as the run's evidence. The key is the
+-- rule "a line is used at most once": one row per line, naming at most one intent.
 CREATE TABLE IF NOT EXISTS reconciliation_statement_lines (
   run_id uuid NOT NULL,
   line_id varchar(100) NOT NULL,
@@ -35,8 +35,8 @@ CREATE TABLE IF NOT EXISTS reconciliation_statement_lines (
   PRIMARY KEY (run_id, line_id)
 );
 
--- What a run found: a MATCHED pair or a break. A statement line is used at most once per run, and
--- a payout is met by at most one line (MISSING_HERE and UNKNOWN_LINE name no payout of ours).
+-- What a run found that needs a person: its breaks, and the MATCHED payouts it resolved. A line
+-- has at most one item, and a payout at most one (MISSING_HERE and UNKNOWN_LINE name no payout of ours).
 CREATE TABLE IF NOT EXISTS reconciliation_items (
   run_id uuid NOT NULL,
   seq bigint GENERATED ALWAYS AS IDENTITY,

@@ -10,6 +10,7 @@ import { bangkokSettlementDate } from '../../src/adapters/pspx/settlement-calend
 import { StatusPublisher } from '../../src/domain/intents/store/status-publisher.js';
 import { createOutboxWorker, OUTBOX_DEFAULTS, type OutboxWorker } from '../../src/workers/outbox-worker.js';
 import { createPspWorker, type PspWorker } from '../../src/workers/psp-worker.js';
+import { createStatementReconciliationWorker, dueStatementDate } from '../../src/workers/statement-reconciliation.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { balanceOf, expectLedgerInvariants } from '../support/invariants.js';
 import { createUser, topUp } from '../support/payments.js';
@@ -181,30 +182,22 @@ describe('a statement line never meets two payouts', () => {
     ]);
   });
 
-  it('the database refuses a line used twice in a run, and a payout met twice', async () => {
+  it('the database keeps one row per statement line of a run: a second is refused', async () => {
     const date = '20250105';
     await paidOn(date, [2100]);
     const run = (await post(date)).json();
-    const item = (
+    const line = (
       await t.db.query<{ line_id: string; intent_id: string }>(
-        "SELECT line_id, intent_id FROM reconciliation_items WHERE run_id = $1 AND outcome = 'MATCHED'",
+        'SELECT line_id, intent_id FROM reconciliation_statement_lines WHERE run_id = $1',
         [run.runId],
       )
     ).rows[0];
-    if (item === undefined) throw new Error('no match');
+    if (line === undefined) throw new Error('no line kept');
     await expect(
-      t.db.query("INSERT INTO reconciliation_items (run_id, outcome, intent_id, line_id) VALUES ($1, 'MATCHED', $2, $3)", [
-        run.runId,
-        randomUUID(),
-        item.line_id,
-      ]),
-    ).rejects.toMatchObject({ code: '23505' });
-    await expect(
-      t.db.query("INSERT INTO reconciliation_items (run_id, outcome, intent_id, line_id) VALUES ($1, 'MATCHED', $2, $3)", [
-        run.runId,
-        item.intent_id,
-        'another-line',
-      ]),
+      t.db.query(
+        "INSERT INTO reconciliation_statement_lines (run_id, line_id, intent_id, type, amount, value_date) VALUES ($1, $2, $3, 'PAYOUT', 2100, $4)",
+        [run.runId, line.line_id, randomUUID(), date],
+      ),
     ).rejects.toMatchObject({ code: '23505' });
   });
 });
@@ -317,11 +310,12 @@ describe('refusals change nothing', () => {
     if ('lineId' in line) sim().statements.plant({ date: day, addLine: { ...line } });
     sim().statements.plant({ date: day, addLine: line });
     const before = await runCount();
+    const staged = await stagedCount();
     const res = await post(day);
     expect(res.statusCode, res.body).toBe(502);
     expect(res.json().error).toBe('PSPX_STATEMENT_INVALID');
     expect(await runCount()).toBe(before);
-    expect(await stagedCount()).toBe(0);
+    expect(await stagedCount()).toBe(staged);
     expect((await t.db.query("SELECT id, status FROM intents WHERE status = 'MANUAL_REVIEW' ORDER BY id")).rows).toEqual(reviewBefore.rows);
   });
 
@@ -338,5 +332,47 @@ describe('refusals change nothing', () => {
     const retry = await post(date);
     expect(retry.statusCode, retry.body).toBe(201);
     expect(retry.json()).toMatchObject({ status: 'BALANCED', matched: 1 });
+  });
+});
+
+describe('the daily run in the workers', () => {
+  it('is due for the day before from RECONCILE_AT in Bangkok, and for the day before that until then', () => {
+    // 2025-01-09 01:59 and 02:00 in Bangkok (UTC+7).
+    expect(dueStatementDate(new Date('2025-01-08T18:59:00Z'), '02:00')).toBe('20250107');
+    expect(dueStatementDate(new Date('2025-01-08T19:00:00Z'), '02:00')).toBe('20250108');
+    expect(dueStatementDate(new Date('2025-03-01T00:00:00Z'), '00:00')).toBe('20250228');
+  });
+
+  it('reconciles the due day once, then leaves it; a day the provider has not closed is tried again', async () => {
+    const outcomes: string[] = [];
+    const worker = (now: Date) =>
+      createStatementReconciliationWorker({
+        db: t.db,
+        pspx: createPspxClient({ baseUrl: t.pspxSimulator.url, timeoutMs: 300 }),
+        publisher: new StatusPublisher(t.broker, log),
+        log,
+        reconcileAt: '02:00',
+        now: () => now,
+        onOutcome: (outcome) => outcomes.push(outcome),
+      });
+    await paidOn('20250108', [700]);
+    const morning = worker(new Date('2025-01-08T20:00:00Z'));
+    expect(await morning.runOnce()).toBe('balanced');
+    expect(await morning.runOnce()).toBeNull();
+    const runs = (await t.app.inject({ method: 'GET', url: '/admin/reconciliation/runs?date=20250108', headers: ADMIN })).json().runs;
+    expect(runs).toEqual([expect.objectContaining({ requestedBy: 'workers', status: 'BALANCED', matched: 1 })]);
+
+    // Tomorrow at 03:00 in Bangkok: today is due, and the provider has not closed it.
+    const today = bangkokSettlementDate();
+    const [y, m, d] = [Number(today.slice(0, 4)), Number(today.slice(4, 6)), Number(today.slice(6, 8))];
+    const tomorrowAt3 = new Date(Date.UTC(y, m - 1, d + 1, 3 - 7));
+    expect(dueStatementDate(tomorrowAt3, '02:00')).toBe(today);
+    const early = worker(tomorrowAt3);
+    const closedAlready = (await t.db.query('SELECT 1 FROM reconciliation_runs WHERE statement_date = $1', [today])).rows.length > 0;
+    expect(closedAlready).toBe(true); // the 409 test closed today early and ran it: nothing is due
+    expect(await early.runOnce()).toBeNull();
+    const dayAfter = worker(new Date(Date.UTC(y, m - 1, d + 2, 3 - 7)));
+    expect(await dayAfter.runOnce()).toBe('not_closed');
+    expect(outcomes).toEqual(['balanced', 'not_closed']);
   });
 });
