@@ -4,6 +4,9 @@
  * the run over HTTP. Not the startup sweep of stuck intents (reconciliation-and-balance.test.ts).
  */
 import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { createPayorchClient } from '@payorch/client';
+import { EXIT, runCli } from '../../src/cli/main.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createPspxClient } from '../../src/adapters/pspx/pspx-client.js';
 import { bangkokSettlementDate } from '../../src/adapters/pspx/settlement-calendar.js';
@@ -374,5 +377,52 @@ describe('the daily run in the workers', () => {
     const dayAfter = worker(new Date(Date.UTC(y, m - 1, d + 2, 3 - 7)));
     expect(await dayAfter.runOnce()).toBe('not_closed');
     expect(outcomes).toEqual(['balanced', 'not_closed']);
+  });
+});
+
+describe('the CLI and the TS client', () => {
+  let url: string;
+  beforeAll(async () => {
+    await t.app.listen({ port: 0, host: '127.0.0.1' });
+    url = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+  });
+
+  async function reconcile(argv: readonly string[]) {
+    let out = '';
+    let err = '';
+    const io = {
+      out: (text: string) => {
+        out += text;
+      },
+      err: (text: string) => {
+        err += text;
+      },
+      env: { PAYORCH_URL: url },
+      sleep: async () => {},
+    };
+    const code = await runCli(['reconcile', ...argv], io);
+    return { code, out, err };
+  }
+
+  it('payorch reconcile --date prints the run: 0 when BALANCED, 4 with the breaks listed, 2 on a bad command line', async () => {
+    const clean = await reconcile(['--date', '20250101', '--admin-token', 'test-admin-token', '--json']);
+    expect(clean.code, clean.err).toBe(EXIT.OK);
+    expect(JSON.parse(clean.out)).toMatchObject({ date: '20250101', status: 'BALANCED', matched: 3 });
+    const broken = await reconcile(['--date', '20250102', '--admin-token', 'test-admin-token']);
+    expect(broken.code, broken.err).toBe(EXIT.VIOLATIONS);
+    expect(broken.out).toContain('20250102 BREAKS: 1 matched, 5 break(s)');
+    expect(broken.out).toContain('MISSING_AT_PROVIDER');
+    expect((await reconcile([])).code).toBe(EXIT.USAGE);
+    expect((await reconcile(['--date', '2025-01-01'])).code).toBe(EXIT.USAGE);
+  });
+
+  it('the client runs, lists and reads runs', async () => {
+    const client = createPayorchClient({ baseUrl: url, adminToken: 'test-admin-token' });
+    const run = await client.admin.reconciliation.run('20250101');
+    expect(run).toMatchObject({ status: 'BALANCED', matched: 3, breaks: [] });
+    expect(await client.admin.reconciliation.get(run.runId)).toEqual(run);
+    const { runs } = await client.admin.reconciliation.list({ date: '20250101', limit: 1 });
+    expect(runs.map((listed) => listed.runId)).toEqual([run.runId]);
+    await expect(client.admin.reconciliation.run('99991231')).rejects.toMatchObject({ status: 422, code: 'VALIDATION_ERROR' });
   });
 });

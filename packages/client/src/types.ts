@@ -281,6 +281,42 @@ export interface ResolveResult {
   readonly queuedJob: string | null;
 }
 
+export type ReconciliationBreakKind = 'MISSING_AT_PROVIDER' | 'MISSING_HERE' | 'AMOUNT_MISMATCH' | 'STATUS_MISMATCH' | 'UNKNOWN_LINE';
+
+/** One disagreement between the provider's statement and payorch's books (docs/rules.md R59). */
+export interface ReconciliationBreak {
+  readonly kind: ReconciliationBreakKind;
+  readonly intentId: string | null;
+  readonly lineId: string | null;
+  readonly amountHere: Money | null;
+  readonly amountAtProvider: Money | null;
+}
+
+export interface ReconciliationRunSummary {
+  readonly runId: string;
+  /** YYYYMMDD, Asia/Bangkok. */
+  readonly date: string;
+  readonly status: 'RUNNING' | 'BALANCED' | 'BREAKS';
+  readonly requestedBy: string;
+  readonly startedAt: string;
+  readonly finishedAt: string | null;
+  readonly lineCount: number;
+  readonly matched: number;
+  readonly breakCount: number;
+  /** MANUAL_REVIEW payouts the run resolved CONFIRMED. */
+  readonly resolved: number;
+  readonly openingBalance: Money | null;
+  readonly closingBalance: Money | null;
+  readonly providerMovement: Money | null;
+  readonly nostroMovement: Money | null;
+}
+
+export interface ReconciliationRun extends ReconciliationRunSummary {
+  readonly breaks: readonly ReconciliationBreak[];
+  /** Pass as `after` for the next page of breaks; null on the last page. */
+  readonly nextBreaksAfter: string | null;
+}
+
 export interface AuditViolation {
   readonly check: AuditCheck;
   readonly detail: string;
