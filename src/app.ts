@@ -5,7 +5,7 @@ import type { Database } from './adapters/database.js';
 import type { Config } from './config.js';
 import type { Ledger } from './ledger/ledger.js';
 import type { PspxClient } from './adapters/pspx/pspx-client.js';
-import { createMetrics, type Metrics, timedLedger } from './adapters/metrics.js';
+import { createMetrics, type Metrics, timedLedger } from './observability/metrics.js';
 import { adminIntentRoutes } from './http/routes/admin/intents.js';
 import { adminResolveRoutes } from './http/routes/admin/resolve.js';
 import { adminReconciliationRoutes } from './http/routes/admin/reconciliation.js';
@@ -26,11 +26,11 @@ import { policyRoutes } from './http/routes/policies.js';
 import { feeDryRunRoutes } from './http/routes/admin/fee-dry-run.js';
 import { intentRoutes } from './http/routes/intents.js';
 import { invoiceRoutes } from './http/routes/invoices.js';
-import type { FeeEngine } from './domain/fees/index.js';
-import { sharedAccountLookup } from './domain/accounts.js';
+import type { FeeEngine } from './domain/rules/fees/index.js';
+import { sharedAccountLookup } from './domain/accounts/accounts.js';
 import { sharedIntentLookup } from './domain/intents/store/intent-store.js';
 import { IntentCommitter } from './domain/intents/commit/intent-commit.js';
-import { PayerLocks } from './domain/intents/create/payer-locks.js';
+import { PayerLocks } from './domain/intents/commit/payer-locks.js';
 import { StatusPublisher } from './domain/intents/store/status-publisher.js';
 import { pspxWalletRoutes } from './http/routes/pspx-wallets.js';
 import { healthRoutes, probeRoutes, startEventLoopMonitor } from './http/routes/health.js';
@@ -38,7 +38,7 @@ import { createValidatorCompiler } from './http/validation.js';
 import { type LogSettings, loggerOptions } from './http/log-options.js';
 import { VERSION } from './version.js';
 import { REQUEST_ID_HEADER, requestIdOf } from './http/request-id.js';
-import { ConfigCache } from './http/config-cache.js';
+import { ConfigCache } from './domain/auth/config-cache.js';
 import { departureFor } from './adapters/coalesced-reads.js';
 
 export interface AppDeps {
@@ -73,6 +73,10 @@ class CompletionLog extends LogController {
   }
 }
 
+/** A request whose headers have not all arrived by then is answered 408 (docs/rules.md R61). */
+export const HEADERS_TIMEOUT_MS = 10_000;
+const CONNECTIONS_CHECKING_INTERVAL_MS = 1_000;
+
 /** Builds the HTTP application; never listens (main.ts and tests decide that). */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
@@ -83,7 +87,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     genReqId: requestIdOf,
     frameworkErrors,
     logController: new CompletionLog({ requestIdLogLabel: 'requestId' }),
+    // docs/rules.md R61: a connection that dribbles its headers or body is answered 408 and closed,
+    // checked every second rather than Node's 30 s, so held connections cannot pile up.
+    requestTimeout: deps.config.requestTimeoutMs,
+    http: {
+      headersTimeout: Math.min(HEADERS_TIMEOUT_MS, deps.config.requestTimeoutMs),
+      connectionsCheckingInterval: CONNECTIONS_CHECKING_INTERVAL_MS,
+    },
   });
+  // Past the cap Node closes a new connection as soon as it is accepted: the ones open keep their service.
+  app.server.maxConnections = deps.config.maxConnections;
   app.addHook('onRequest', async (request, reply) => {
     reply.header(REQUEST_ID_HEADER, request.id);
   });
@@ -112,7 +125,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   if (!servesApi) return app;
   accountRoutes(app, { db: deps.db, ledger: deps.ledger });
   policyRoutes(app, { db: deps.db });
-  await adminRoutes(app, { db: deps.db, feeEngine: deps.fees, reloadSecrets: deps.reloadSecrets });
+  await adminRoutes(app, { db: deps.db, feeEngine: deps.fees, reloadSecrets: deps.reloadSecrets, production: deps.config.production });
   const ledger = timedLedger(deps.ledger, metrics);
   const intentDeps = {
     db: deps.db,

@@ -10,16 +10,17 @@ import { createPspxClient } from './adapters/pspx/pspx-client.js';
 import { createSimulatorServer, type SimulatorServer } from './adapters/pspx/pspx-simulator.js';
 import { simulatorRailsFeed } from './adapters/pspx/simulator-rails.js';
 import { buildApp } from './app.js';
-import { type Config, loadConfig, readConfigFile, secretsOf } from './config.js';
-import { applyConfig } from './domain/bootstrap.js';
+import { type Config, ConfigError, loadConfig, readConfigFile, secretsOf } from './config.js';
+import { applyConfig } from './domain/bootstrap/apply-config.js';
+import { configFileProblems } from './domain/bootstrap/config-file.js';
 import { SqlLedger } from './ledger/sql-ledger.js';
-import { createMetrics, type Metrics, timedLedger } from './adapters/metrics.js';
-import { createFeeEngine } from './domain/fees/index.js';
+import { createMetrics, type Metrics, timedLedger } from './observability/metrics.js';
+import { createFeeEngine } from './domain/rules/fees/index.js';
 import { startWorkers } from './workers/index.js';
 import { BALANCE_MONITOR_DEFAULTS } from './workers/balance-monitor.js';
 import { StatusPublisher } from './domain/intents/store/status-publisher.js';
 import { startExpirySweep } from './workers/expiry-sweep.js';
-import { refuseUnsafeProductionSettings } from './production-checks.js';
+import { refuseUnsafeProductionSettings, refuseUnstatedSigningInDatabase } from './production-checks.js';
 
 export interface RunningService {
   readonly app: FastifyInstance;
@@ -31,6 +32,8 @@ export interface RunningService {
 /** The whole process: database, migrations, config, HTTP listener. */
 export async function startService(config: Config = loadConfig()): Promise<RunningService> {
   refuseUnsafeProductionSettings(config);
+  const [problem] = configFileProblems(config.file);
+  if (problem !== undefined) throw new ConfigError(`CONFIG_FILE ${config.configFile}: ${problem}`);
   const db = await openDatabase(config.databaseUrl, config.dataDir, config.databasePoolMode);
   try {
     if (config.migrateOnStart) await migrate(db);
@@ -40,7 +43,13 @@ export async function startService(config: Config = loadConfig()): Promise<Runni
     throw error;
   }
   const ledger = new SqlLedger();
-  await applyConfig(db, ledger, config.file);
+  try {
+    await applyConfig(db, ledger, config.file);
+    await refuseUnstatedSigningInDatabase(config, db);
+  } catch (error) {
+    await db.close();
+    throw error;
+  }
   const broker = createBroker(config.redisUrl);
   const shared = createSharedState(config.redisUrl);
   let secrets = secretsOf(config.file);

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LightMyRequestResponse } from 'fastify';
-import { signedHeaders } from '../../src/domain/signing.js';
+import { signedHeaders } from '../../src/domain/auth/signing.js';
 import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
@@ -412,7 +412,8 @@ describe('/admin/service-keys', () => {
 
     const narrowed = { allowedOperationTypes: [] };
     const changed = expectStatus(await signed('PATCH', '/admin/service-keys/partner-x', { permissions: narrowed }), 200);
-    expect(changed.permissions).toEqual(narrowed);
+    // A merge patch (docs/rules.md R62): the fields it does not name keep their value.
+    expect(changed.permissions).toEqual({ ...permissions, ...narrowed });
     expect(expectStatus(await signed('DELETE', '/admin/service-keys/partner-x'), 200).active).toBe(false);
     expect((await changesOf('service-key', 'partner-x')).map((c) => [c.actor, c.action])).toEqual([
       ['admin-token', 'create'],

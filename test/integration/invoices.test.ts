@@ -4,11 +4,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createBroker } from '../../src/adapters/broker.js';
 import type { Database } from '../../src/adapters/database.js';
 import { ApiError } from '../../src/domain/errors.js';
-import { type ConfirmAnswer, confirmInvoice } from '../../src/domain/intents/invoices/confirm-invoice.js';
-import { createFeeEngine, type FeeEngine } from '../../src/domain/fees/index.js';
-import { sharedAccountLookup } from '../../src/domain/accounts.js';
+import { type ConfirmAnswer, confirmInvoice } from '../../src/domain/invoices/confirm-invoice.js';
+import { createFeeEngine, type FeeEngine } from '../../src/domain/rules/fees/index.js';
+import { sharedAccountLookup } from '../../src/domain/accounts/accounts.js';
 import { IntentCommitter } from '../../src/domain/intents/commit/intent-commit.js';
-import { PayerLocks } from '../../src/domain/intents/create/payer-locks.js';
+import { PayerLocks } from '../../src/domain/intents/commit/payer-locks.js';
 import { StatusPublisher } from '../../src/domain/intents/store/status-publisher.js';
 import { sharedIntentLookup } from '../../src/domain/intents/store/intent-store.js';
 import type { Logger } from '../../src/adapters/logger.js';
@@ -482,11 +482,11 @@ describe('confirm (POST /intents/{id}/confirm)', () => {
   it('a settlement the ledger refuses voids the reservation and ends FAILED (200)', async () => {
     // A fee account in the account map without a ledger account: the reservation applies, the settlement chain cannot.
     await t.db.query(
-      `INSERT INTO accounts (account_name, ledger_account_id, account_type, user_id) VALUES ('system.nostro.ghost.THB', $1, 'NOSTRO', NULL)`,
+      `INSERT INTO accounts (account_name, ledger_account_id, account_type, user_id) VALUES ('service.999991.THB', $1, 'SERVICE_ACCOUNT', 999991)`,
       [randomUUID()],
     );
     await t.db.query(
-      `INSERT INTO fee_rules (name, operation_type, expression, timing, tags_include) VALUES ('ghost fee', 'INVOICE_PAYMENT', '[{account: ''system.nostro.ghost.THB'', amount: 1}]', 'PRE', '{ghost}')`,
+      `INSERT INTO fee_rules (name, operation_type, expression, timing, tags_include) VALUES ('ghost fee', 'INVOICE_PAYMENT', '[{account: ''service.999991.THB'', amount: 1}]', 'PRE', '{ghost}')`,
     );
     try {
       const intentId = await issued(700, { metadata: { tags: ['ghost'] } });

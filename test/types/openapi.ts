@@ -1408,9 +1408,33 @@ export interface components {
             /** @description default true; inactive records are ignored */
             readonly active?: boolean;
         };
-        /** @description permissions replace the stored object as a whole */
+        /** @description permissions are merged into the stored object (RFC 7396) */
         readonly ServiceKeyPatch: {
-            readonly permissions?: components["schemas"]["Permissions"];
+            /** @description a JSON merge patch (RFC 7396) of the stored permissions: absent fields keep their value, null removes one, nested objects merge field by field */
+            readonly permissions?: {
+                readonly allowedOperationTypes?: readonly string[];
+                readonly merchantId?: number | null;
+                readonly forceResolve?: boolean | null;
+                readonly admin?: boolean | null;
+                readonly allowToLedgerAccountId?: boolean | null;
+                readonly fromAccountOverride?: {
+                    readonly allowedTypes?: readonly ("USER_WALLET" | "TRANSIT" | "REVENUE" | "NOSTRO" | "MERCHANT_WALLET" | "MERCHANT_SETTLEMENT" | "AGENT_WALLET" | "AGENT_SETTLEMENT" | "SERVICE_ACCOUNT" | "EQUITY")[] | null;
+                    readonly namePattern?: string | null;
+                } | null;
+                readonly toAccountOverride?: {
+                    readonly allowedTypes?: readonly ("USER_WALLET" | "TRANSIT" | "REVENUE" | "NOSTRO" | "MERCHANT_WALLET" | "MERCHANT_SETTLEMENT" | "AGENT_WALLET" | "AGENT_SETTLEMENT" | "SERVICE_ACCOUNT" | "EQUITY")[] | null;
+                    readonly namePattern?: string | null;
+                } | null;
+                readonly accountEntityTypes?: readonly ("user" | "merchant" | "agent")[] | null;
+                readonly requireMessageSignatures?: boolean | null;
+                readonly rateLimit?: {
+                    readonly requestsPerSecond?: number | null;
+                    readonly burst?: number | null;
+                } | null;
+                readonly webhook?: {
+                    readonly url?: string | null;
+                } | null;
+            };
             /** @description default true; inactive records are ignored */
             readonly active?: boolean;
         };

@@ -494,9 +494,18 @@ export interface ServiceKeyInput {
   readonly active?: boolean;
 }
 
-/** `permissions` replaces the stored permissions as a whole. */
+/** A JSON merge patch (RFC 7396) of `T`: an absent field keeps its value, null removes it, a nested object merges field by field. */
+type MergePatchOf<T> = {
+  [K in keyof T]?: NonNullable<T[K]> extends readonly unknown[]
+    ? T[K] | null
+    : NonNullable<T[K]> extends object
+      ? MergePatchOf<NonNullable<T[K]>> | null
+      : T[K] | null;
+};
+
+/** `permissions` is merged into the stored permissions (RFC 7396); `allowedOperationTypes` cannot be removed. */
 export interface ServiceKeyPatch {
-  readonly permissions?: Permissions;
+  readonly permissions?: MergePatchOf<Omit<Permissions, 'allowedOperationTypes'>> & { allowedOperationTypes?: string[] };
   readonly active?: boolean;
 }
 

@@ -2,6 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Readable } from 'node:stream';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import { assertNever } from '../../assert-never.js';
 import { bangkokSettlementDate } from './settlement-calendar.js';
 import { SimulatorStatements } from './simulator-statements.js';
 
@@ -282,10 +283,6 @@ export class PspxSimulator {
         return assertNever(payout.status);
     }
   }
-}
-
-function assertNever(value: never): never {
-  throw new Error(`unexpected value ${JSON.stringify(value)}`);
 }
 
 export interface SimulatorServer {

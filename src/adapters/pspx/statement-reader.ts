@@ -6,7 +6,9 @@
  * words, never a provider's string taken on trust.
  */
 import { JSONParser } from '@streamparser/json';
-import type { Unknown } from './pspx-client.js';
+
+/** The client's Unknown (pspx-client.ts), spelt here so that the client may import this file and not the reverse. */
+type Unknown = { readonly kind: 'unknown'; readonly cause: 'timeout' | 'network' | 'http_5xx' | 'bad_response'; readonly detail: string };
 
 export const STATEMENT_LINE_TYPES = ['PAYOUT', 'RETURN', 'FEE', 'ADJUSTMENT'] as const;
 export type StatementLineType = (typeof STATEMENT_LINE_TYPES)[number];

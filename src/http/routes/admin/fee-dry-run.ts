@@ -1,9 +1,9 @@
 import type { App } from '../../typed-app.js';
 import Type from 'typebox';
 import { apiError } from '../../../domain/errors.js';
-import { type FeeEngine, FeeEvaluationError } from '../../../domain/fees/index.js';
-import { Money, responses } from '../../schemas.js';
-import { FeeSplit } from '../intents.js';
+import { type FeeEngine, FeeEvaluationError } from '../../../domain/rules/fees/index.js';
+import { Money, responses } from '../../schemas/shared.js';
+import { FeeSplit } from '../../schemas/intents.js';
 import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';
 
 export function feeDryRunRoutes(app: App, deps: { fees: FeeEngine }) {
@@ -37,7 +37,11 @@ export function feeDryRunRoutes(app: App, deps: { fees: FeeEngine }) {
     async (request) => {
       const { expression, context } = request.body;
       try {
-        const result = await deps.fees.dryRun(expression, { ...context, amount: BigInt(context.amount), metadata: context.metadata ?? {} });
+        const result = await deps.fees.dryRun(
+          expression,
+          { ...context, amount: BigInt(context.amount), metadata: context.metadata ?? {} },
+          request.caller.serviceId,
+        );
         return {
           splits: result.splits.map((split) => ({ account: split.account, amount: split.amount.toString() })),
           totalFee: result.totalFee.toString(),

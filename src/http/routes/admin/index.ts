@@ -1,21 +1,22 @@
 import type { App } from '../../typed-app.js';
 import type { Database } from '../../../adapters/database.js';
-import { AuthPolicy, AuthPolicyInputs, authPolicies } from '../../../domain/admin/auth-policies.js';
-import { checkFeeExpression } from '../../../domain/admin/fee-expression-check.js';
-import { FeeRule, FeeRuleInputs, feeRules } from '../../../domain/admin/fee-rules.js';
-import { LimitRule, LimitRuleInputs, limitRules } from '../../../domain/admin/limit-rules.js';
-import { checkRoute, Route, RouteInputs, routes } from '../../../domain/admin/routes.js';
+import { AuthPolicy, AuthPolicyInputs, authPolicies } from '../../../domain/rules/auth-policies.js';
+import { checkFeeExpression } from '../../../domain/rules/fee-expression-check.js';
+import { FeeRule, FeeRuleInputs, feeRules } from '../../../domain/rules/fee-rules.js';
+import { LimitRule, LimitRuleInputs, limitRules } from '../../../domain/rules/limit-rules.js';
+import { checkRoute, Route, RouteInputs, routes } from '../../../domain/rules/route-rules.js';
 import {
   checkPermissions,
+  checkStoredPermissions,
   type Permissions,
   ServiceIdParams,
   ServiceKey,
   ServiceKeyInputs,
   serviceKeys,
-} from '../../../domain/admin/service-keys.js';
-import { createFeeEngine, type FeeEngine } from '../../../domain/fees/index.js';
+} from '../../../domain/auth/service-keys.js';
+import { createFeeEngine, type FeeEngine } from '../../../domain/rules/fees/index.js';
 import { crudRoutes } from './crud.js';
-import { IdParams } from './schemas.js';
+import { IdParams } from '../../schemas/admin.js';
 import { adminSystemRoutes, type ReloadSecrets } from './system.js';
 import { adminWebhookRoutes } from './webhooks.js';
 
@@ -24,6 +25,8 @@ export interface AdminDeps {
   /** The engine that calculates fees, so a rule is checked under the same limits; one is made when absent. */
   readonly feeEngine?: FeeEngine | undefined;
   readonly reloadSecrets?: ReloadSecrets | undefined;
+  /** NODE_ENV=production: a key that can create intents must say how it signs (docs/rules.md R60). */
+  readonly production?: boolean;
 }
 
 /** Every `/admin/*` route: signed key with `admin`, or the admin bearer token (docs/rules.md R11). */
@@ -100,6 +103,8 @@ export async function adminRoutes(app: App, deps: AdminDeps): Promise<void> {
     checkInput: (input) => {
       if (input.permissions !== undefined) checkPermissions(input.permissions as Permissions);
     },
+    // The permissions as stored after a merge patch, whole: the patch alone may be valid and its result not.
+    checkRecord: (key) => checkStoredPermissions(key.permissions, deps.production === true),
   });
   adminSystemRoutes(app, { db, reloadSecrets: deps.reloadSecrets });
   adminWebhookRoutes(app, db);

@@ -1,5 +1,5 @@
 import Type from 'typebox';
-import { Money, NullableTimestamp, responses, Timestamp, Uuid } from '../../schemas.js';
+import { Money, NullableTimestamp, responses, Timestamp, Uuid } from '../../schemas/shared.js';
 import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';
 import type { App } from '../../typed-app.js';
 import { apiError } from '../../../domain/errors.js';
