@@ -1,7 +1,7 @@
 // npm run bench [-- --soak-s 600 --phase-s 20 --skip-pglite --profile --only p2p,floors --help]
 //
 // --only runs some sections (p2p, latency, invoice, invoice-rates, floors, floor-batch, hot-payee,
-// cpu, replays, refusals, policies, stored, soak, pglite, pglite-refusals, pglite-replays, statements; docs/PERFORMANCE.md,
+// cpu, replays, refusals, policies, stored, soak, pglite, pglite-refusals, pglite-replays, statements, reconciliation; docs/PERFORMANCE.md,
 // Reproducing the figures) for a
 // quick A/B of one change; it writes bench/results/partial-<time>.json and leaves latest.json and
 // the chart to full runs.
@@ -22,6 +22,7 @@ import pg from 'pg';
 import { openDatabase } from '../dist/adapters/database.js';
 import { SqlLedger } from '../dist/ledger/sql-ledger.js';
 import { writeChart } from './chart.js';
+import { benchReconciliation } from './reconciliation.js';
 import { rssGrowth } from './rss-growth.js';
 import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
 import { statementsSection } from './statements.js';
@@ -105,6 +106,7 @@ import { statementsSection } from './statements.js';
  * @property {FloorResults} [floors]
  * @property {PgliteResults} [pglite]
  * @property {number[]} [loadAvgAtEnd]
+ * @property {import('./reconciliation.js').ReconciliationBenchResult} [reconciliation] 1,000,000 statement lines against as many payouts
  * @property {Summary} [summary]
  */
 /**
@@ -210,6 +212,7 @@ const SECTIONS = [
   'pglite-refusals',
   'pglite-replays',
   'statements',
+  'reconciliation',
 ];
 const only = args.only === undefined ? null : new Set(String(args.only).split(','));
 if (only !== null)
@@ -900,6 +903,8 @@ async function main() {
 
   // ── PGlite ──
   if (runs('pglite') || runs('pglite-refusals') || runs('pglite-replays')) results.pglite = await pglitePass(base, secret, configFile);
+
+  if (runs('reconciliation')) results.reconciliation = await benchReconciliation({ lines: 1_000_000, log });
 
   results.loadAvgAtEnd = loadavg().map((x) => Math.round(x * 100) / 100);
   if (only !== null) {

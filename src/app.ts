@@ -8,6 +8,7 @@ import type { PspxClient } from './adapters/pspx/pspx-client.js';
 import { createMetrics, type Metrics, timedLedger } from './observability/metrics.js';
 import { adminIntentRoutes } from './http/routes/admin/intents.js';
 import { adminResolveRoutes } from './http/routes/admin/resolve.js';
+import { adminReconciliationRoutes } from './http/routes/admin/reconciliation.js';
 import { intentStreamRoutes } from './http/routes/intent-stream.js';
 import { eventRoutes } from './http/routes/events.js';
 import { metricsRoutes } from './http/routes/metrics.js';
@@ -159,6 +160,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   eventRoutes(app, { db: deps.db });
   adminIntentRoutes(app, { db: deps.db });
   adminResolveRoutes(app, { db: deps.db, publisher: intentDeps.publisher });
+  adminReconciliationRoutes(app, { db: deps.db, publisher: intentDeps.publisher, pspx: deps.pspx, log: app.log });
   await consoleRoutes(app, { db: deps.db, ledger: deps.ledger });
   return app;
 }

@@ -46,6 +46,8 @@ export interface Config {
   readonly pspMaxInquiries: number;
   readonly ledgerPendingTimeoutS: number;
   readonly reconcileAgeS: number;
+  /** RECONCILE_AT: the Bangkok time of day (HH:MM) from which the day before is reconciled with the provider. */
+  readonly reconcileAt: string;
   readonly invoiceMaxTtlS: number;
   readonly invoiceDefaultTtlS: number;
   readonly balanceDriftThreshold: bigint;
@@ -109,6 +111,13 @@ export function readConfigFile(path: string): ConfigFile {
 /** The secrets map: service id to every secret that currently verifies (more than one during rotation). */
 export function secretsOf(file: ConfigFile): Map<string, readonly string[]> {
   return new Map(Object.entries(file.secrets).map(([id, value]) => [id, typeof value === 'string' ? [value] : value]));
+}
+
+function timeOfDay(env: NodeJS.ProcessEnv, name: string, fallback: string): string {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^(?:[01][0-9]|2[0-3]):[0-5][0-9]$/.test(raw)) throw new ConfigError(`${name} must be a time of day HH:MM (got ${raw})`);
+  return raw;
 }
 
 function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): number {
@@ -197,6 +206,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     pspMaxInquiries: integer(env, 'PSP_MAX_INQUIRIES', 5, 1),
     ledgerPendingTimeoutS: integer(env, 'LEDGER_PENDING_TIMEOUT_S', 1800, 1),
     reconcileAgeS: integer(env, 'RECONCILE_AGE_S', 300, 0),
+    reconcileAt: timeOfDay(env, 'RECONCILE_AT', '02:00'),
     invoiceMaxTtlS: integer(env, 'INVOICE_MAX_TTL_SECONDS', 3600, 1),
     invoiceDefaultTtlS: integer(env, 'INVOICE_DEFAULT_TTL_SECONDS', 600, 1),
     balanceDriftThreshold: BigInt(integer(env, 'BALANCE_DRIFT_THRESHOLD', 10_000)),

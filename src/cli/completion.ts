@@ -12,6 +12,7 @@ export const COMMAND_WORDS: Readonly<Record<string, readonly string[]>> = {
   policies: ['evaluate'],
   admin: ['resolve', 'log-level', 'webhooks', ...Object.keys(ADMIN_COLLECTION_PATHS)],
   audit: [],
+  reconcile: ['--date'],
   completion: ['bash', 'zsh'],
   help: [],
 };

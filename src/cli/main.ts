@@ -6,6 +6,7 @@ import { flushTraces } from '../adapters/tracing.js';
 import { accountsCommand } from './account-commands.js';
 import { adminCommand } from './admin-commands.js';
 import { auditCommand } from './audit-command.js';
+import { reconcileCommand } from './reconcile-command.js';
 import { callCommand } from './call-command.js';
 import { completionCommand } from './completion.js';
 import { type CliIo, EXIT, processIo, UsageError } from './cli-io.js';
@@ -46,6 +47,8 @@ Usage:
                                         service-keys; delete deactivates (records are kept)
   payorch admin log-level [LEVEL]       read the running process's log level, or switch it
   payorch audit [--since ISO-8601]      the invariant audit of the running service (admin key)
+  payorch reconcile --date YYYYMMDD     reconcile the provider's statement of that Bangkok day; exit 4
+                                        when it has breaks (admin or forceResolve key)
   payorch completion bash|zsh           print the shell completion script (eval it in ~/.bashrc or ~/.zshrc)
 
 Options of every command that calls the service:
@@ -53,7 +56,7 @@ Options of every command that calls the service:
                  the first line of the file PAYORCH_SECRET_FILE names, else its own in CONFIG_FILE
   --admin-token T
                  with no service named: send ADMIN_TOKEN as a bearer token instead of signing
-                 (or PAYORCH_ADMIN_TOKEN); the admin commands (admin, audit) accept it
+                 (or PAYORCH_ADMIN_TOKEN); the admin commands (admin, audit, reconcile) accept it
   --user N       X-User-Id, the user the request acts for
   --url URL      the service (default PAYORCH_URL, else http://HOST:PORT)
   --json         print the service's JSON instead of tables (watch: one JSON line per status)
@@ -63,7 +66,8 @@ BODY is a JSON object; the flags override its fields. Amounts are satang (1 THB 
 
 Environment: see README.md (PORT, DATABASE_URL, CONFIG_FILE, ...).
 Exit codes: 0 success; 1 the service refused the request (4xx); 2 usage or local configuration
-error; 3 server error (5xx), no answer, or watch timed out; 4 audit found violations.
+error; 3 server error (5xx), no answer, or watch timed out; 4 audit found violations, or
+reconcile found breaks.
 `;
 
 const COMMON_OPTIONS_HELP = USAGE.slice(USAGE.indexOf('Options of every command'), USAGE.indexOf('Environment:'));
@@ -150,6 +154,8 @@ async function dispatch(command: string, args: string[], io: CliIo): Promise<num
       return adminCommand(args, io);
     case 'audit':
       return auditCommand(args, io);
+    case 'reconcile':
+      return reconcileCommand(args, io);
     case 'completion':
       return completionCommand(args, io);
     default:

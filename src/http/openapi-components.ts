@@ -15,6 +15,7 @@ import { FeeSplit, IntentCreated, IntentEvents, IntentEventView, IntentView, Quo
 import { CancelBody, CancelResult, ConfirmBody, ConfirmResult } from './schemas/invoices.js';
 import { EvaluateBody, EvaluateResponse } from './schemas/policies.js';
 import { ErrorResponse, HistoryEntry } from './schemas/shared.js';
+import { ReconciliationBreak, ReconciliationRun, ReconciliationRunSummary } from './schemas/reconciliation.js';
 import { Statement, StatementEntry } from './schemas/statements.js';
 
 /**
@@ -50,6 +51,9 @@ export const COMPONENT_SCHEMAS: Readonly<Record<string, TSchema>> = {
   Transactions,
   Statement,
   StatementEntry,
+  ReconciliationBreak,
+  ReconciliationRunSummary,
+  ReconciliationRun,
   IppsRegistrationRequest: WalletCustomer,
   IppsRegistration: Registration,
   PolicyEvaluationRequest: EvaluateBody,

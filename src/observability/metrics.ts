@@ -43,6 +43,8 @@ export interface WorkerMetrics {
   ): void;
   /** One webhook POST and how it ended (acknowledged, or why not). */
   webhookAttempt(outcome: string): void;
+  /** One attempt of the daily reconciliation with the provider: balanced, breaks, not_closed or failed. */
+  reconciliationRun(outcome: string): void;
 }
 
 export interface Metrics extends WorkerMetrics {
@@ -218,9 +220,20 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     labelNames: ['outcome'] as const,
     registers,
   });
+  const reconciliationRuns = new Counter({
+    name: 'payorch_reconciliation_runs_total',
+    help: 'Attempts of the daily reconciliation with the provider by outcome: balanced, breaks, not_closed (tried again later), failed.',
+    labelNames: ['outcome'] as const,
+    registers,
+  });
   const samplers: Array<() => Promise<void>> = [];
   if (options.sql !== undefined)
-    samplers.push(outboxSampler(options.sql, registers), webhookSampler(options.sql, registers), eventFeedSampler(options.sql, registers));
+    samplers.push(
+      outboxSampler(options.sql, registers),
+      webhookSampler(options.sql, registers),
+      eventFeedSampler(options.sql, registers),
+      reconciliationSampler(options.sql, registers),
+    );
 
   return {
     registry,
@@ -248,6 +261,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       balanceDifference.set(Number(check.difference));
     },
     webhookAttempt: (outcome) => webhookAttempts.inc({ outcome }),
+    reconciliationRun: (outcome) => reconciliationRuns.inc({ outcome }),
     liveStreams: { inc: () => streams.inc(), dec: () => streams.dec() },
     authFailure: (reason) => authFailures.inc({ reason }),
     rateLimited: (reason) => rateLimited.inc({ reason }),
@@ -267,6 +281,42 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
  * is the truth across every instance, and the open-job index keeps the query cheap. A failed read
  * sets the depth to -1, so the scrape still answers and a dashboard tells "unknown" from "empty".
  */
+/**
+ * The latest finished reconciliation run (docs/rules.md R59), read at scrape time: its breaks by
+ * kind, and the age in days of the statement date it covered, so an alert sees both a day with
+ * breaks and days that were never reconciled. -1 when the database could not be read.
+ */
+function reconciliationSampler(sql: Sql, registers: Registry[]): () => Promise<void> {
+  const breaks = new Gauge({
+    name: 'payorch_reconciliation_breaks',
+    help: 'Breaks of the latest finished reconciliation run, by kind; -1 when the database could not be read.',
+    labelNames: ['kind'] as const,
+    registers,
+  });
+  const age = new Gauge({
+    name: 'payorch_reconciliation_latest_date_age_days',
+    help: 'Days from the statement date of the latest finished reconciliation run to today (UTC); -1 when there is none.',
+    registers,
+  });
+  const kinds = ['MISSING_AT_PROVIDER', 'MISSING_HERE', 'AMOUNT_MISMATCH', 'STATUS_MISMATCH', 'UNKNOWN_LINE'] as const;
+  return async () => {
+    try {
+      const { rows } = await sql.query<{ kind: string | null; count: number; age_days: number }>(
+        `WITH latest AS (SELECT id, statement_date FROM reconciliation_runs WHERE status <> 'RUNNING'
+                          ORDER BY statement_date DESC, finished_at DESC LIMIT 1)
+         SELECT b.outcome AS kind, count(b.outcome)::int AS count,
+                (current_date - to_date(latest.statement_date, 'YYYYMMDD'))::int AS age_days
+           FROM latest LEFT JOIN reconciliation_items b ON b.run_id = latest.id AND b.outcome <> 'MATCHED'
+          GROUP BY b.outcome, latest.statement_date`,
+      );
+      for (const kind of kinds) breaks.set({ kind }, rows.find((row) => row.kind === kind)?.count ?? 0);
+      age.set(rows[0]?.age_days ?? -1);
+    } catch {
+      for (const kind of kinds) breaks.set({ kind }, -1);
+    }
+  };
+}
+
 function outboxSampler(sql: Sql, registers: Registry[]): () => Promise<void> {
   const depth = new Gauge({
     name: 'payorch_outbox_depth',

@@ -11,6 +11,7 @@ import { startLoop } from './loop.js';
 import { createOutboxWorker, OUTBOX_DEFAULTS } from './outbox-worker.js';
 import { createPspWorker, type PspWorkerSettings } from './psp-worker.js';
 import { reconcileStuckIntents } from './reconciliation.js';
+import { createStatementReconciliationWorker, STATEMENT_CHECK_INTERVAL_MS } from './statement-reconciliation.js';
 import { createTableMaintenance } from './table-maintenance.js';
 import { createWebhookWorker, WEBHOOK_DEFAULTS } from './webhook-worker.js';
 import { createEventFeedWorker } from './event-feed-worker.js';
@@ -106,7 +107,16 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
     settings: { ...WEBHOOK_DEFAULTS, retryBaseMs: config.webhookRetryBaseMs },
     ...metrics,
   });
+  const statements = createStatementReconciliationWorker({
+    db,
+    pspx,
+    publisher,
+    log: log.child({ worker: 'statement-reconciliation' }),
+    reconcileAt: config.reconcileAt,
+    ...(deps.metrics === undefined ? {} : { onOutcome: (outcome: string) => deps.metrics?.reconciliationRun(outcome) }),
+  });
   const loops = [
+    startLoop('statement-reconciliation', STATEMENT_CHECK_INTERVAL_MS, () => statements.runOnce(), log),
     startLoop('event-feed-pruning', EVENT_PRUNE_INTERVAL_MS, () => feed.prune(), log),
     startLoop('psp-worker', config.pspWorkerIntervalMs, () => psp.runOnce(), log),
     startLoop('outbox-worker', config.outboxIntervalMs, () => outbox.runOnce(), log),

@@ -318,6 +318,7 @@ describe('PSP worker and outbox over HTTP against the simulator', () => {
         throw new Error('process died');
       },
       statusInquiry: (id) => client.statusInquiry(id),
+      statement: (date, sink) => client.statement(date, sink),
       partnerBalance: () => client.partnerBalance(),
     };
     const dying = createPspWorker({ db: t.db, pspx: crashing, log, settings: testPspSettings });

@@ -18,6 +18,8 @@ import type {
   LimitRule,
   LimitRuleInput,
   LogLevel,
+  ReconciliationRun,
+  ReconciliationRunSummary,
   ResolveRequest,
   ResolveResult,
   Route,
@@ -39,6 +41,13 @@ export interface AdminCollection<Rec, Create, Patch, Key extends string | number
 export interface AdminApi {
   /** Needs `forceResolve` or `admin` on the key (docs/rules.md R11). */
   resolve(intentId: string, body: ResolveRequest): Promise<ResolveResult>;
+  /** Reconciliation with the provider (docs/rules.md R59); the same callers as resolve. */
+  reconciliation: {
+    /** Reconciles the provider's statement of `date` (YYYYMMDD); 409 while the provider has not closed it. */
+    run(date: string): Promise<ReconciliationRun>;
+    list(query?: { readonly date?: string; readonly limit?: number }): Promise<{ readonly runs: readonly ReconciliationRunSummary[] }>;
+    get(runId: string, query?: { readonly after?: string; readonly limit?: number }): Promise<ReconciliationRun>;
+  };
   feeRules: AdminCollection<FeeRule, FeeRuleInput, Partial<FeeRuleInput>, number, 'feeRules'> & {
     dryRun(body: FeeDryRunRequest): Promise<FeeDryRunResult>;
   };
@@ -93,6 +102,13 @@ export function adminApi(call: Requester): AdminApi {
     // A repeated resolve finds SETTLED or FAILED and answers 200 with previousStatus, without side effect.
     resolve: (intentId, body) =>
       call({ method: 'POST', path: `/admin/intents/${encodeURIComponent(intentId)}/resolve`, json: body, retry: true }),
+    reconciliation: {
+      // Running a date again answers the same breaks: a retry after a lost answer is harmless.
+      run: (date) => call({ method: 'POST', path: '/admin/reconciliation/runs', json: { date }, retry: true }),
+      list: (query = {}) => call({ method: 'GET', path: `/admin/reconciliation/runs${queryString({ ...query })}`, retry: true }),
+      get: (runId, query = {}) =>
+        call({ method: 'GET', path: `/admin/reconciliation/runs/${encodeURIComponent(runId)}${queryString({ ...query })}`, retry: true }),
+    },
     feeRules: {
       ...collection(call, ADMIN_COLLECTION_PATHS['fee-rules']),
       dryRun: (body) => call({ method: 'POST', path: '/admin/fee-rules/dry-run', json: body, retry: true }),

@@ -701,6 +701,41 @@ export interface paths {
         readonly patch?: never;
         readonly trace?: never;
     };
+    readonly "/admin/reconciliation/runs": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        /** The latest reconciliation runs, newest first */
+        readonly get: operations["listReconciliationRuns"];
+        readonly put?: never;
+        /** Reconcile the provider's statement of a closed day against the PSPX payouts of that settlement date */
+        readonly post: operations["createReconciliationRun"];
+        readonly delete?: never;
+        readonly options?: never;
+        readonly head?: never;
+        readonly patch?: never;
+        readonly trace?: never;
+    };
+    readonly "/admin/reconciliation/runs/{runId}": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        /** One reconciliation run with a page of its breaks */
+        readonly get: operations["getReconciliationRun"];
+        readonly put?: never;
+        readonly post?: never;
+        readonly delete?: never;
+        readonly options?: never;
+        readonly head?: never;
+        readonly patch?: never;
+        readonly trace?: never;
+    };
     readonly "/console": {
         readonly parameters: {
             readonly query?: never;
@@ -761,7 +796,7 @@ export interface components {
              * @description machine-readable code; clients decide on this alone
              * @enum {unknown}
              */
-            readonly error: "BAD_REQUEST" | "NO_ROUTE" | "CANCEL_NOT_SUPPORTED" | "PAYER_ACCOUNT_USER_MISMATCH" | "UNAUTHORIZED" | "FORBIDDEN" | "UNAUTHORIZED_ACTOR" | "NOT_FOUND" | "INTENT_NOT_FOUND" | "PAYER_ACCOUNT_NOT_FOUND" | "PENDING_EXPIRED" | "CONFLICT" | "TRANSACTION_IN_PROGRESS" | "ALREADY_PROCESSED" | "EXPIRED" | "VERSION_MISMATCH" | "CANNOT_CANCEL" | "CURSOR_EXPIRED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "VALIDATION_ERROR" | "ACCOUNT_NOT_FOUND" | "INSUFFICIENT_FUNDS" | "LIMIT_EXCEEDED" | "PSPX_NOT_REGISTERED" | "PSPX_METADATA_INVALID" | "EVAL_ERROR" | "WRONG_STATUS" | "RATE_LIMITED" | "LEDGER_TRANSFER_ERROR" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE" | "PSPX_UNAVAILABLE";
+            readonly error: "BAD_REQUEST" | "NO_ROUTE" | "CANCEL_NOT_SUPPORTED" | "PAYER_ACCOUNT_USER_MISMATCH" | "UNAUTHORIZED" | "FORBIDDEN" | "UNAUTHORIZED_ACTOR" | "NOT_FOUND" | "INTENT_NOT_FOUND" | "PAYER_ACCOUNT_NOT_FOUND" | "PENDING_EXPIRED" | "CONFLICT" | "TRANSACTION_IN_PROGRESS" | "ALREADY_PROCESSED" | "EXPIRED" | "VERSION_MISMATCH" | "CANNOT_CANCEL" | "CURSOR_EXPIRED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "VALIDATION_ERROR" | "ACCOUNT_NOT_FOUND" | "INSUFFICIENT_FUNDS" | "LIMIT_EXCEEDED" | "PSPX_NOT_REGISTERED" | "PSPX_METADATA_INVALID" | "EVAL_ERROR" | "WRONG_STATUS" | "RATE_LIMITED" | "LEDGER_TRANSFER_ERROR" | "INTERNAL_ERROR" | "PSPX_STATEMENT_INVALID" | "SERVICE_UNAVAILABLE" | "PSPX_UNAVAILABLE";
             readonly message?: string;
             readonly detail?: {
                 readonly [key: string]: string;
@@ -1004,6 +1039,82 @@ export interface components {
             readonly amount: components["schemas"]["Money"];
             readonly feeAmount: components["schemas"]["Money"];
             readonly balanceAfter: components["schemas"]["Money"];
+        };
+        readonly ReconciliationBreak: {
+            /** @enum {unknown} */
+            readonly kind: "MISSING_AT_PROVIDER" | "MISSING_HERE" | "AMOUNT_MISMATCH" | "STATUS_MISMATCH" | "UNKNOWN_LINE";
+            readonly intentId: string | null;
+            readonly lineId: string | null;
+            readonly amountHere: components["schemas"]["Money"] | null;
+            readonly amountAtProvider: components["schemas"]["Money"] | null;
+        };
+        readonly ReconciliationRunSummary: {
+            /** Format: uuid */
+            readonly runId: string;
+            /** @description a statement date, YYYYMMDD in Asia/Bangkok */
+            readonly date: string;
+            /**
+             * @description BALANCED: no break and the movements agree; BREAKS: anything else
+             * @enum {unknown}
+             */
+            readonly status: "RUNNING" | "BALANCED" | "BREAKS";
+            /** @description the service id, 'admin-token', or 'workers' for the daily run */
+            readonly requestedBy: string;
+            /**
+             * Format: date-time
+             * @description ISO 8601 UTC
+             */
+            readonly startedAt: string;
+            readonly finishedAt: string | null;
+            /** @description lines of the statement */
+            readonly lineCount: number;
+            /** @description statement lines met by a payout of the same id and amount */
+            readonly matched: number;
+            readonly breakCount: number;
+            /** @description MANUAL_REVIEW payouts the run resolved CONFIRMED (counted in matched) */
+            readonly resolved: number;
+            readonly openingBalance: components["schemas"]["Money"] | null;
+            readonly closingBalance: components["schemas"]["Money"] | null;
+            /** @description closingBalance − openingBalance of the statement */
+            readonly providerMovement: components["schemas"]["Money"] | null;
+            /** @description the day's PSPX payouts as payorch booked them, in the provider's sign (negative: paid out) */
+            readonly nostroMovement: components["schemas"]["Money"] | null;
+        };
+        readonly ReconciliationRun: {
+            /** Format: uuid */
+            readonly runId: string;
+            /** @description a statement date, YYYYMMDD in Asia/Bangkok */
+            readonly date: string;
+            /**
+             * @description BALANCED: no break and the movements agree; BREAKS: anything else
+             * @enum {unknown}
+             */
+            readonly status: "RUNNING" | "BALANCED" | "BREAKS";
+            /** @description the service id, 'admin-token', or 'workers' for the daily run */
+            readonly requestedBy: string;
+            /**
+             * Format: date-time
+             * @description ISO 8601 UTC
+             */
+            readonly startedAt: string;
+            readonly finishedAt: string | null;
+            /** @description lines of the statement */
+            readonly lineCount: number;
+            /** @description statement lines met by a payout of the same id and amount */
+            readonly matched: number;
+            readonly breakCount: number;
+            /** @description MANUAL_REVIEW payouts the run resolved CONFIRMED (counted in matched) */
+            readonly resolved: number;
+            readonly openingBalance: components["schemas"]["Money"] | null;
+            readonly closingBalance: components["schemas"]["Money"] | null;
+            /** @description closingBalance − openingBalance of the statement */
+            readonly providerMovement: components["schemas"]["Money"] | null;
+            /** @description the day's PSPX payouts as payorch booked them, in the provider's sign (negative: paid out) */
+            readonly nostroMovement: components["schemas"]["Money"] | null;
+            /** @description at most 1000, in the order found */
+            readonly breaks: readonly components["schemas"]["ReconciliationBreak"][];
+            /** @description pass as `after` for the next page of breaks; null on the last page */
+            readonly nextBreaksAfter: string | null;
         };
         readonly IppsRegistrationRequest: {
             readonly externalUserId: string;
@@ -8414,6 +8525,400 @@ export interface operations {
                     readonly "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         readonly error: "VALIDATION_ERROR" | "WRONG_STATUS";
+                    };
+                };
+            };
+            /** @description Too Many Requests */
+            readonly 429: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal Server Error */
+            readonly 500: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service Unavailable */
+            readonly 503: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    readonly listReconciliationRuns: {
+        readonly parameters: {
+            readonly query?: {
+                /** @description a statement date, YYYYMMDD in Asia/Bangkok */
+                readonly date?: string;
+                readonly limit?: number;
+            };
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        readonly requestBody?: never;
+        readonly responses: {
+            /** @description OK */
+            readonly 200: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": {
+                        readonly runs: readonly components["schemas"]["ReconciliationRunSummary"][];
+                    };
+                };
+            };
+            /** @description Bad Request */
+            readonly 400: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "BAD_REQUEST";
+                    };
+                };
+            };
+            /** @description Unauthorized */
+            readonly 401: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Forbidden */
+            readonly 403: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "FORBIDDEN";
+                    };
+                };
+            };
+            /** @description Unprocessable Entity */
+            readonly 422: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Too Many Requests */
+            readonly 429: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal Server Error */
+            readonly 500: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service Unavailable */
+            readonly 503: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    readonly createReconciliationRun: {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: {
+                /** @description RFC 9530 `sha-256=:base64:` of the raw body; required with an HTTP Message Signature when there is a body. */
+                readonly "Content-Digest"?: string;
+            };
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        readonly requestBody: {
+            readonly content: {
+                readonly "application/json": {
+                    /** @description a statement date, YYYYMMDD in Asia/Bangkok */
+                    readonly date: string;
+                };
+            };
+        };
+        readonly responses: {
+            /** @description Created */
+            readonly 201: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["ReconciliationRun"];
+                };
+            };
+            /** @description Bad Request */
+            readonly 400: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "BAD_REQUEST";
+                    };
+                };
+            };
+            /** @description Unauthorized */
+            readonly 401: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Forbidden */
+            readonly 403: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "FORBIDDEN";
+                    };
+                };
+            };
+            /** @description Conflict */
+            readonly 409: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "CONFLICT";
+                    };
+                };
+            };
+            /** @description Payload Too Large */
+            readonly 413: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description Unsupported Media Type */
+            readonly 415: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "UNSUPPORTED_MEDIA_TYPE";
+                    };
+                };
+            };
+            /** @description Unprocessable Entity */
+            readonly 422: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Too Many Requests */
+            readonly 429: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal Server Error */
+            readonly 500: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Bad Gateway */
+            readonly 502: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "PSPX_STATEMENT_INVALID";
+                    };
+                };
+            };
+            /** @description Service Unavailable */
+            readonly 503: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "SERVICE_UNAVAILABLE" | "PSPX_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    readonly getReconciliationRun: {
+        readonly parameters: {
+            readonly query?: {
+                /** @description nextBreaksAfter of the previous page */
+                readonly after?: string;
+                readonly limit?: number;
+            };
+            readonly header?: never;
+            readonly path: {
+                readonly runId: string;
+            };
+            readonly cookie?: never;
+        };
+        readonly requestBody?: never;
+        readonly responses: {
+            /** @description OK */
+            readonly 200: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["ReconciliationRun"];
+                };
+            };
+            /** @description Bad Request */
+            readonly 400: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "BAD_REQUEST";
+                    };
+                };
+            };
+            /** @description Unauthorized */
+            readonly 401: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Forbidden */
+            readonly 403: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "FORBIDDEN";
+                    };
+                };
+            };
+            /** @description Not Found */
+            readonly 404: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "NOT_FOUND";
+                    };
+                };
+            };
+            /** @description Unprocessable Entity */
+            readonly 422: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "VALIDATION_ERROR";
                     };
                 };
             };

@@ -93,6 +93,14 @@ export type PolicyDecision = Schemas['PolicyDecision'];
 
 export type ResolveRequest = Schemas['ResolveRequest'];
 export type ResolveResult = Schemas['ResolveResult'];
+
+/** One disagreement between the provider's statement and payorch's books (docs/rules.md R59). */
+export type ReconciliationBreak = Schemas['ReconciliationBreak'];
+export type ReconciliationBreakKind = ReconciliationBreak['kind'];
+export type ReconciliationRunSummary = Schemas['ReconciliationRunSummary'];
+/** A run with a page of its breaks; pass `nextBreaksAfter` as `after` for the next. */
+export type ReconciliationRun = Schemas['ReconciliationRun'];
+
 /** A broken invariant is a finding, not a failed request: 200 with ok false. */
 export type AuditResult = Schemas['AuditResult'];
 export type AuditViolation = AuditResult['violations'][number];

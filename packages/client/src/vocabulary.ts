@@ -124,6 +124,8 @@ export const ERROR_STATUS = {
   RATE_LIMITED: 429,
   LEDGER_TRANSFER_ERROR: 500,
   INTERNAL_ERROR: 500,
+  /** The provider answered a statement outside its contract (docs/PSPX.md, Statements). */
+  PSPX_STATEMENT_INVALID: 502,
   SERVICE_UNAVAILABLE: 503,
   PSPX_UNAVAILABLE: 503,
 } as const;

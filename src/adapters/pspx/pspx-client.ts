@@ -16,12 +16,15 @@
  *        200 {status: 'COMPLETED', settlementDate} | {status: 'PENDING'} | {status: 'FAILED', reason}
  *        404                              the provider never received a confirm for the intent
  *   GET  /v1/partner/balance              200 {balance: '<satang>'}
+ *   GET  /v1/statements/{YYYYMMDD}        200 {date, openingBalance, closingBalance, lines: [{lineId, intentId, type, amount, valueDate}]}
+ *        404                              the provider has not closed that day yet
  *
  * Every payout call is idempotent on the intent id: the provider answers a repeated call with the
  * outcome of the first and pays at most once. 5xx, time-outs and network errors are `unknown`.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import Type, { type Static } from 'typebox';
+import { type StatementHeader, type StatementSink, streamStatement } from './statement-reader.js';
 
 /** Who a payout goes to, in the provider's words (docs/PSPX.md). */
 export const RECEIVER_TYPES = ['MSISDN', 'NATID', 'EWALLETID', 'BANKAC', 'BILLERID'] as const;
@@ -85,6 +88,16 @@ export type StatusResult =
   | { readonly kind: 'not_found' }
   | Unknown;
 export type BalanceResult = { readonly kind: 'ok'; readonly balance: bigint } | Unknown;
+/**
+ * `closed`: every line went to the sink and the header is whole. `not_closed`: 404, the day is not
+ * over at the provider. `invalid`: the provider answered a statement outside the contract (a bad
+ * amount, a field missing): not retried, since the same request gets the same statement.
+ */
+export type StatementResult =
+  | { readonly kind: 'closed'; readonly header: StatementHeader }
+  | { readonly kind: 'not_closed' }
+  | { readonly kind: 'invalid'; readonly reason: string }
+  | Unknown;
 
 export interface PspxClient {
   /** Idempotent on `idempotencyKey`: a repeated call names the wallet of the first. */
@@ -94,6 +107,11 @@ export interface PspxClient {
   confirm(intentId: string, inquiryRef: string): Promise<ConfirmResult>;
   statusInquiry(intentId: string): Promise<StatusResult>;
   partnerBalance(): Promise<BalanceResult>;
+  /**
+   * The day's statement, streamed into `sink` in batches (never held whole). Retried like the other
+   * reads; each attempt starts with `sink.begin()`, so a sink drops what a failed attempt gave it.
+   */
+  statement(date: string, sink: StatementSink): Promise<StatementResult>;
 }
 
 export interface PspxClientOptions {
@@ -116,7 +134,7 @@ export interface PspxClientOptions {
 }
 
 /** The client's calls, as the metric labels name them. */
-export type PspxOperation = 'register_wallet' | 'inquiry' | 'confirm' | 'status' | 'balance';
+export type PspxOperation = 'register_wallet' | 'inquiry' | 'confirm' | 'status' | 'balance' | 'statement';
 /** `answer`: the provider answered within the contract (any status below 500); otherwise why not. */
 export type AttemptOutcome = 'answer' | Exclude<UnknownCause, 'circuit_open'>;
 
@@ -177,6 +195,7 @@ export class CircuitBreaker {
 type Attempt = { readonly kind: 'answer'; readonly status: number; readonly body: Record<string, unknown> } | Unknown;
 
 const unknown = (cause: UnknownCause, detail: string): Unknown => ({ kind: 'unknown', cause, detail });
+const isUnknown = (outcome: { readonly kind: string }): outcome is Unknown => outcome.kind === 'unknown';
 
 export class HttpPspxClient implements PspxClient {
   readonly breaker: CircuitBreaker;
@@ -252,8 +271,15 @@ export class HttpPspxClient implements PspxClient {
     return unexpected(answer);
   }
 
-  /** Retries only `unknown` attempts (never an answer), with full-jitter exponential backoff. */
-  private async call(
+  async statement(date: string, sink: StatementSink): Promise<StatementResult> {
+    const path = `/v1/statements/${encodeURIComponent(date)}`;
+    return this.withRetries('statement', path, this.settings.attemptsMax, async () => {
+      await sink.begin();
+      return streamStatement({ url: `${this.baseUrl}${path}`, date, idleTimeoutMs: this.settings.timeoutMs, sink });
+    });
+  }
+
+  private call(
     operation: PspxOperation,
     method: 'GET' | 'POST',
     path: string,
@@ -261,18 +287,24 @@ export class HttpPspxClient implements PspxClient {
     attemptsMax: number,
     headers: Record<string, string> = {},
   ): Promise<Attempt> {
-    let last: Attempt = unknown('network', 'no attempt made');
+    return this.withRetries(operation, path, attemptsMax, () => this.attempt(method, path, body, headers));
+  }
+
+  /** Retries only `unknown` attempts (never an answer), with full-jitter exponential backoff, behind the breaker. */
+  private async withRetries<A extends { readonly kind: string }>(
+    operation: PspxOperation,
+    path: string,
+    attemptsMax: number,
+    send: () => Promise<A | Unknown>,
+  ): Promise<A | Unknown> {
+    let last: A | Unknown = unknown('network', 'no attempt made');
     for (let attempt = 0; attempt < attemptsMax; attempt += 1) {
       if (attempt > 0) await sleep(this.backoffMs(attempt));
       if (!this.breaker.tryAcquire()) return unknown('circuit_open', `PSPX circuit open; ${path} not sent`);
       const startedAt = performance.now();
-      last = await this.attempt(method, path, body, headers);
-      this.observeAttempt(
-        operation,
-        last.kind === 'answer' ? 'answer' : (last.cause as AttemptOutcome),
-        (performance.now() - startedAt) / 1000,
-      );
-      if (last.kind === 'answer') {
+      last = await send();
+      this.observeAttempt(operation, isUnknown(last) ? (last.cause as AttemptOutcome) : 'answer', (performance.now() - startedAt) / 1000);
+      if (!isUnknown(last)) {
         this.breaker.onSuccess();
         return last;
       }

@@ -1,7 +1,10 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Readable } from 'node:stream';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import { assertNever } from '../../assert-never.js';
+import { bangkokSettlementDate } from './settlement-calendar.js';
+import { SimulatorStatements } from './simulator-statements.js';
 
 /**
  * A PSPX provider that speaks the wire contract of pspx-client.ts over real HTTP, so that the
@@ -20,17 +23,12 @@ export function scenarioOf(receiverAccount: string): Scenario {
   return 'succeeds';
 }
 
-const bangkokDate = new Intl.DateTimeFormat('en-CA', { timeZone: 'Asia/Bangkok', year: 'numeric', month: '2-digit', day: '2-digit' });
-
-/** Today in Asia/Bangkok as YYYYMMDD, the provider's settlement calendar. */
-export function bangkokSettlementDate(at: Date = new Date()): string {
-  const parts = Object.fromEntries(bangkokDate.formatToParts(at).map((p) => [p.type, p.value]));
-  return `${parts.year}${parts.month}${parts.day}`;
-}
+export { bangkokSettlementDate } from './settlement-calendar.js';
 
 type PayoutStatus = 'INQUIRED' | 'INQUIRY_REJECTED' | 'PENDING' | 'COMPLETED' | 'FAILED';
 
 interface Payout {
+  readonly intentId: string;
   readonly scenario: Scenario;
   readonly amount: bigint;
   /** The inquiry parameters: a repeat with others is a conflict, not a second payout. */
@@ -88,11 +86,15 @@ export class PspxSimulator {
   private delayMs = 0;
   private failureRate = 0;
   private failNextCount = 0;
+  private settlementDateOverride: string | null = null;
   readonly confirmHoldMs: number;
   private readonly random: () => number;
+  /** The daily statements: a PAYOUT line for every payout paid, and the breaks a test plants. */
+  readonly statements: SimulatorStatements;
 
   constructor(options: SimulatorOptions = {}) {
     this.balanceSatang = options.initialBalance ?? SIMULATOR_DEFAULTS.initialBalance;
+    this.statements = new SimulatorStatements(this.balanceSatang);
     this.confirmHoldMs = options.confirmHoldMs ?? SIMULATOR_DEFAULTS.confirmHoldMs;
     this.random = options.random ?? Math.random;
   }
@@ -107,6 +109,10 @@ export class PspxSimulator {
   /** The next `count` requests answer 503 before any processing: deterministic where setFailureRate is not. */
   failNext(count: number): void {
     this.failNextCount = Math.max(0, count);
+  }
+  /** Pays as of this Bangkok date instead of today (null: today), so a test can fill a closed day of its own. */
+  setSettlementDate(date: string | null): void {
+    this.settlementDateOverride = date;
   }
   get currentDelayMs(): number {
     return this.delayMs;
@@ -167,6 +173,7 @@ export class PspxSimulator {
       const scenario = scenarioOf(receiverAccount);
       const rejected = scenario === 'inquiry_rejects';
       payout = {
+        intentId,
         scenario,
         amount: BigInt(amount),
         fingerprint,
@@ -256,8 +263,9 @@ export class PspxSimulator {
     this.balanceSatang -= payout.amount;
     payout.paid = true;
     payout.status = 'COMPLETED';
-    payout.settlementDate = bangkokSettlementDate();
+    payout.settlementDate = this.settlementDateOverride ?? bangkokSettlementDate();
     this.counters.payoutsPaid += 1;
+    this.statements.recordPayout(payout.settlementDate, payout.intentId, payout.amount);
   }
 
   private confirmAnswer(payout: Payout): Answer {
@@ -337,6 +345,13 @@ function buildSimulatorApp(simulator: PspxSimulator, closing: AbortSignal, befor
   app.get<{ Params: PayoutParams }>('/v1/payouts/:intentId', (request, reply) =>
     send(reply, () => simulator.statusInquiry(request.params.intentId)),
   );
+  app.get<{ Params: { date: string } }>('/v1/statements/:date', (request, reply) => {
+    const statement = simulator.statements.statementOf(request.params.date, bangkokSettlementDate());
+    if (statement === null) return send(reply, () => ({ status: 404, body: { reason: 'statement_not_closed' } }));
+    if (simulator.injectFault()) return reply.status(503).send({ reason: 'injected_failure' });
+    // Streamed: a busy day is a million lines, and the provider never builds the body whole.
+    return reply.status(200).header('content-type', 'application/json').send(Readable.from(statement));
+  });
   app.get('/v1/partner/balance', async (_request, reply) => {
     try {
       await beforeBalance?.();
@@ -364,6 +379,10 @@ function simulatorAdminRoutes(app: FastifyInstance, simulator: PspxSimulator): v
     if (failureRate !== undefined) simulator.setFailureRate(failureRate);
     if (failNext !== undefined) simulator.failNext(failNext);
     return { delayMs: simulator.currentDelayMs };
+  });
+  app.post('/_sim/statement', async (request, reply) => {
+    const outcome = simulator.statements.plant(body(request.body));
+    return outcome.ok ? outcome : reply.status(400).send(outcome);
   });
   app.get('/_sim/stats', async () => ({
     stats: simulator.stats,

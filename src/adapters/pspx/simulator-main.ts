@@ -3,7 +3,8 @@
  * (`npm run pspx-sim`, then PSPX_URL=http://127.0.0.1:4010). Settings come from the environment:
  * PSPX_SIM_PORT (4010), PSPX_SIM_HOST (127.0.0.1), PSPX_SIM_BALANCE (satang, 100000000),
  * PSPX_SIM_CONFIRM_HOLD_MS (30000), PSPX_SIM_ADMIN (1: knobs and counters at POST /_sim/knobs
- * {delayMs?, failureRate?, failNext?} and GET /_sim/stats, for chaos runs).
+ * {delayMs?, failureRate?, failNext?} and GET /_sim/stats, for chaos runs; POST /_sim/statement to close
+ * a day early and plant statement breaks, docs/PSPX.md).
  */
 import { createSimulatorServer } from './pspx-simulator.js';
 
