@@ -82,7 +82,7 @@ export interface paths {
             readonly path?: never;
             readonly cookie?: never;
         };
-        /** Readiness: the database answers and every migration is applied (no signature) */
+        /** Readiness: the database answers and every migration is applied; says whether Redis answers (no signature) */
         readonly get: operations["getReadiness"];
         readonly put?: never;
         readonly post?: never;
@@ -1420,6 +1420,20 @@ export interface operations {
                     };
                 };
             };
+            /** @description Service Unavailable */
+            readonly 503: {
+                headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
         };
     };
     readonly getMetrics: {
@@ -1461,6 +1475,20 @@ export interface operations {
                     readonly "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         readonly error: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service Unavailable */
+            readonly 503: {
+                headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "SERVICE_UNAVAILABLE";
                     };
                 };
             };
@@ -1540,6 +1568,20 @@ export interface operations {
                     };
                 };
             };
+            /** @description Service Unavailable */
+            readonly 503: {
+                headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
         };
     };
     readonly getReadiness: {
@@ -1560,6 +1602,7 @@ export interface operations {
                     readonly "application/json": {
                         /** @enum {string} */
                         readonly status: "ok";
+                        readonly redis?: "ok" | "unreachable";
                     };
                 };
             };
@@ -1578,6 +1621,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -1700,6 +1745,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -1724,6 +1771,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -1818,6 +1867,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -1842,6 +1893,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -1927,6 +1980,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -1951,6 +2006,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2062,6 +2119,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2086,6 +2145,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2173,6 +2234,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2197,6 +2260,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2320,6 +2385,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2344,6 +2411,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2438,6 +2507,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2462,6 +2533,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2580,6 +2653,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2604,6 +2679,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2741,6 +2818,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2765,6 +2844,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2852,6 +2933,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2876,6 +2959,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2999,6 +3084,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3023,6 +3110,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3117,6 +3206,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3141,6 +3232,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3259,6 +3352,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3283,6 +3378,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3420,6 +3517,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3444,6 +3543,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3531,6 +3632,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3555,6 +3658,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3678,6 +3783,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3702,6 +3809,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3796,6 +3905,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3820,6 +3931,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3938,6 +4051,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3962,6 +4077,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4099,6 +4216,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4123,6 +4242,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4210,6 +4331,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4234,6 +4357,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4357,6 +4482,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4381,6 +4508,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4475,6 +4604,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4499,6 +4630,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4617,6 +4750,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4641,6 +4776,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4778,6 +4915,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4802,6 +4941,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4889,6 +5030,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4913,6 +5056,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5036,6 +5181,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5060,6 +5207,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5154,6 +5303,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5178,6 +5329,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5296,6 +5449,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5320,6 +5475,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5457,6 +5614,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5481,6 +5640,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5576,6 +5737,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5600,6 +5763,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5671,6 +5836,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5695,6 +5862,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5812,6 +5981,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5836,6 +6007,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5941,6 +6114,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5965,6 +6140,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6101,6 +6278,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6125,6 +6304,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6259,6 +6440,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6283,6 +6466,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6394,6 +6579,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6418,6 +6605,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6512,6 +6701,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6536,6 +6727,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6630,6 +6823,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6654,6 +6849,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6793,6 +6990,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6817,6 +7016,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6956,6 +7157,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6980,6 +7183,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7105,6 +7310,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7129,6 +7336,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7263,6 +7472,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7287,6 +7498,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7370,6 +7583,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7394,6 +7609,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7491,6 +7708,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7515,6 +7734,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7627,6 +7848,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7651,6 +7874,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7743,6 +7968,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7767,6 +7994,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7898,6 +8127,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7922,6 +8153,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -8059,6 +8292,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -8083,6 +8318,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -8121,6 +8358,20 @@ export interface operations {
                     readonly "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         readonly error: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service Unavailable */
+            readonly 503: {
+                headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "SERVICE_UNAVAILABLE";
                     };
                 };
             };
@@ -8181,6 +8432,20 @@ export interface operations {
                     readonly "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         readonly error: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service Unavailable */
+            readonly 503: {
+                headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "SERVICE_UNAVAILABLE";
                     };
                 };
             };
@@ -8273,6 +8538,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -8297,6 +8564,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {

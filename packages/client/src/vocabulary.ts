@@ -123,6 +123,10 @@ export const ERROR_STATUS = {
   RATE_LIMITED: 429,
   LEDGER_TRANSFER_ERROR: 500,
   INTERNAL_ERROR: 500,
+  /**
+   * A dependency does not answer (the database, or a replay store that is full): nothing was done,
+   * and the same request may be sent again after the `Retry-After` seconds (docs/rules.md R66).
+   */
   SERVICE_UNAVAILABLE: 503,
   PSPX_UNAVAILABLE: 503,
 } as const;
