@@ -2207,6 +2207,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2231,6 +2233,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2357,6 +2361,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2381,6 +2387,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
