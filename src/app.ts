@@ -2,6 +2,8 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, 
 import type { Broker } from './adapters/broker.js';
 import { createMemorySharedState, type SharedState } from './adapters/shared-state.js';
 import type { Database } from './adapters/database.js';
+import { DatabaseOutage } from './adapters/database-outage.js';
+import { RedisHealth, withDatabaseFallback, withMemoryFallback } from './adapters/redis-fallback.js';
 import type { Config } from './config.js';
 import type { Ledger } from './ledger/ledger.js';
 import type { PspxClient } from './adapters/pspx/pspx-client.js';
@@ -101,16 +103,22 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onRequest', async (request, reply) => {
     reply.header(REQUEST_ID_HEADER, request.id);
   });
-  const shared = deps.shared ?? createMemorySharedState();
-  if (deps.shared === undefined) app.addHook('onClose', async () => shared.close());
+  const given = deps.shared ?? createMemorySharedState();
+  if (deps.shared === undefined) app.addHook('onClose', async () => given.close());
+  // docs/rules.md R64: with Redis, each request-path call is bounded and has its fallback.
+  const redisHealth = given.redis === null ? null : new RedisHealth(app.log);
+  const shared = redisHealth === null ? given : withDatabaseFallback(given, deps.db, redisHealth);
   app.setValidatorCompiler(createValidatorCompiler());
-  registerErrorHandling(app, deps.config.production);
+  const outage = new DatabaseOutage(deps.db, app.log);
+  app.addHook('onClose', async () => outage.stop());
+  registerErrorHandling(app, deps.config.production, outage);
   const metrics = deps.metrics ?? createMetrics({ sql: deps.db });
   const servesApi = deps.config.role !== 'workers';
   if (servesApi) {
     // One per app: every request checks it against the database's config version (config-cache.ts).
     const configCache = new ConfigCache(deps.db, departureFor(deps.db));
-    const throttle = new Throttle(createTokenBuckets(shared), metrics, app.log, deps.config.authFailureBurst);
+    const buckets = redisHealth === null ? createTokenBuckets(shared) : withMemoryFallback(createTokenBuckets(shared), redisHealth);
+    const throttle = new Throttle(buckets, metrics, app.log, deps.config.authFailureBurst);
     registerAuth(app, { sql: deps.db, config: configCache, secrets: deps.secrets, adminToken: deps.config.adminToken, shared, throttle });
     await registerOpenApi(app, VERSION);
   }
@@ -120,8 +128,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onClose', async () => monitor.stop());
   app.addHook('onListen', async () => monitor.restart());
 
-  healthRoutes(app, { sql: deps.db, ledger: deps.ledger, version: VERSION, eventLoopDelayMs: monitor.delayMs });
-  probeRoutes(app, { sql: deps.db });
+  const databaseFailed = (error: unknown) => outage.failed(error);
+  healthRoutes(app, { sql: deps.db, ledger: deps.ledger, version: VERSION, eventLoopDelayMs: monitor.delayMs, databaseFailed });
+  probeRoutes(app, { sql: deps.db, databaseFailed, ...(redisHealth === null ? {} : { redisState: () => redisHealth.state }) });
+  if (redisHealth !== null) metrics.watchRedis(() => redisHealth.state === 'ok');
   // A workers process answers its probes and its metrics, nothing a client could call.
   if (!servesApi) return app;
   accountRoutes(app, { db: deps.db, ledger: deps.ledger });

@@ -17,6 +17,8 @@ export interface Config {
   readonly role: ProcessRole;
   /** MIGRATE_ON_START=false: `serve` does not migrate, and refuses to start on a database that is behind. */
   readonly migrateOnStart: boolean;
+  /** STARTUP_DB_WAIT_S: how long `serve` waits for a database that does not answer at start (docs/rules.md R66). */
+  readonly startupDbWaitS: number;
   /** DATABASE_POOL_MODE: `transaction` relies on no session state (PgBouncer in transaction pooling mode). */
   readonly databasePoolMode: DatabasePoolMode;
   readonly port: number;
@@ -182,6 +184,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     role: oneOf(env, 'PAYORCH_ROLE', PROCESS_ROLES),
     migrateOnStart: flag(env, 'MIGRATE_ON_START', true),
     databasePoolMode: oneOf(env, 'DATABASE_POOL_MODE', DATABASE_POOL_MODES),
+    startupDbWaitS: integer(env, 'STARTUP_DB_WAIT_S', 60),
     port: integer(env, 'PORT', 3000),
     host: nonEmpty(env.HOST) ?? '127.0.0.1',
     databaseUrl: nonEmpty(env.DATABASE_URL),

@@ -5,6 +5,7 @@ import type { PspxClient } from './adapters/pspx/pspx-client.js';
 import type { Ledger } from './ledger/ledger.js';
 import { createSharedState } from './adapters/shared-state.js';
 import { type Database, openDatabase } from './adapters/database.js';
+import { waitForDatabase } from './adapters/database-outage.js';
 import { assertMigrated, migrate } from './adapters/migrations.js';
 import { createPspxClient } from './adapters/pspx/pspx-client.js';
 import { createSimulatorServer, type SimulatorServer } from './adapters/pspx/pspx-simulator.js';
@@ -29,13 +30,26 @@ export interface RunningService {
   close(): Promise<void>;
 }
 
-/** The whole process: database, migrations, config, HTTP listener. */
-export async function startService(config: Config = loadConfig()): Promise<RunningService> {
+/**
+ * The whole process: database, migrations, config, HTTP listener. `start.log` receives the lines
+ * written before the app's own logger exists (the wait for the database); `start.signal` ends that wait.
+ */
+export async function startService(
+  config: Config = loadConfig(),
+  start: { readonly log?: Logger; readonly signal?: AbortSignal } = {},
+): Promise<RunningService> {
   refuseUnsafeProductionSettings(config);
   const [problem] = configFileProblems(config.file);
   if (problem !== undefined) throw new ConfigError(`CONFIG_FILE ${config.configFile}: ${problem}`);
   const db = await openDatabase(config.databaseUrl, config.dataDir, config.databasePoolMode);
   try {
+    if (start.log !== undefined) {
+      await waitForDatabase(db, {
+        waitS: config.startupDbWaitS,
+        log: start.log,
+        ...(start.signal === undefined ? {} : { signal: start.signal }),
+      });
+    }
     if (config.migrateOnStart) await migrate(db);
     else await assertMigrated(db);
   } catch (error) {

@@ -1,7 +1,8 @@
 import { openDatabase } from '../adapters/database.js';
 import { MigrationChangedError, type MigrationStatus, migrate, migrationStatus } from '../adapters/migrations.js';
 import { loadConfig } from '../config.js';
-import { startService } from '../main.js';
+import { type RunningService, startService } from '../main.js';
+import pino from 'pino';
 import { flushTraces } from '../adapters/tracing.js';
 import { accountsCommand } from './account-commands.js';
 import { adminCommand } from './admin-commands.js';
@@ -91,19 +92,55 @@ export function commandUsage(command: string): string | null {
   return `Usage:\n${picked.join('\n')}\n${calls ? `\n${COMMON_OPTIONS_HELP}` : ''}`;
 }
 
-async function serve(): Promise<void> {
-  const service = await startService(loadConfig());
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    service.app.log.info({ signal }, 'shutting down');
-    await service.close();
-    await flushTraces().catch((error: unknown) => service.app.log.warn({ err: error }, 'buffered spans could not be exported'));
-    process.exit(0);
+/**
+ * SIGTERM and SIGINT are taken from the first moment (docs/rules.md R66): one that arrives while
+ * the process waits for its database ends the wait; one that arrives during the rest of the start
+ * (after "Server listening", before the workers run) shuts down as soon as the start is done,
+ * gracefully, rather than killing a half-started process. A start that fails is one JSON line.
+ */
+async function serve(): Promise<number> {
+  const config = loadConfig();
+  const startLog = pino({ level: config.logLevel });
+  const aborted = new AbortController();
+  let service: RunningService | null = null;
+  let stopping: Promise<void> | null = null;
+  const stop = (signal: string): Promise<void> => {
+    stopping ??= (async () => {
+      aborted.abort();
+      if (service === null) return;
+      service.app.log.info({ signal }, 'shutting down');
+      await service.close();
+      await flushTraces().catch((error: unknown) => service?.app.log.warn({ err: error }, 'buffered spans could not be exported'));
+      process.exit(0);
+    })();
+    return stopping;
   };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+  let requested: string | null = null;
+  const onSignal = (signal: string) => {
+    requested = signal;
+    void stop(signal);
+  };
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
+  try {
+    service = await startService(config, { log: startLog, signal: aborted.signal });
+  } catch (error) {
+    if (aborted.signal.aborted) {
+      startLog.info({ signal: requested }, 'stopped while starting');
+      return EXIT.OK;
+    }
+    startLog.error(
+      { event: 'start_failed', errorType: error instanceof Error ? error.name : typeof error },
+      error instanceof Error ? error.message : String(error),
+    );
+    return EXIT.REFUSED;
+  }
+  // A signal taken during the start: its stop found no service yet, so it runs now.
+  if (requested !== null) {
+    stopping = null;
+    await stop(requested);
+  }
+  return EXIT.OK;
 }
 
 async function migrateCommand(args: readonly string[], io: CliIo): Promise<number> {
@@ -136,8 +173,7 @@ function printMigrationStatus(status: MigrationStatus, io: CliIo): number {
 async function dispatch(command: string, args: string[], io: CliIo): Promise<number> {
   switch (command) {
     case 'serve':
-      await serve();
-      return EXIT.OK;
+      return serve();
     case 'migrate':
       return migrateCommand(args, io);
     case 'call':

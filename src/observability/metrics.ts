@@ -67,6 +67,8 @@ export interface Metrics extends WorkerMetrics {
   observePspxAttempt(operation: PspxOperation, outcome: AttemptOutcome, seconds: number): void;
   /** The breaker whose state the breaker gauge shows at each scrape. */
   watchPspxBreaker(breaker: Pick<CircuitBreaker, 'state'>): void;
+  /** Whether the request path last found Redis answering, for payorch_redis_up (docs/rules.md R64). */
+  watchRedis(answers: () => boolean): void;
   /** Runs the scrape-time samplers (one SQL query for the outbox) and renders the text format. */
   render(): Promise<string>;
   readonly contentType: string;
@@ -184,6 +186,15 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       if (pspxBreaker !== undefined) this.set(BREAKER_STATE_VALUES[pspxBreaker.state]);
     },
   });
+  let redisAnswers: (() => boolean) | undefined;
+  new Gauge({
+    name: 'payorch_redis_up',
+    help: 'With REDIS_URL: 1 while the request path finds Redis answering within 100 ms, 0 while it uses the fallbacks (docs/rules.md R64).',
+    registers,
+    collect() {
+      if (redisAnswers !== undefined) this.set(redisAnswers() ? 1 : 0);
+    },
+  });
   if (poolStats !== undefined) {
     const poolGauge = (name: string, help: string, read: (stats: PoolStats) => number) =>
       new Gauge({
@@ -268,6 +279,9 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     observePspxAttempt: (operation, outcome, seconds) => pspxDuration.observe({ operation, outcome }, seconds),
     watchPspxBreaker: (breaker) => {
       pspxBreaker = breaker;
+    },
+    watchRedis: (answers) => {
+      redisAnswers = answers;
     },
     async render() {
       await Promise.all(samplers.map((sample) => sample()));

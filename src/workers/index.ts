@@ -1,3 +1,4 @@
+import { PSPX_DEFAULTS } from '../adapters/pspx/pspx-client.js';
 import type { Broker } from '../adapters/broker.js';
 import type { Database } from '../adapters/database.js';
 import type { WorkerMetrics } from '../observability/metrics.js';
@@ -60,6 +61,7 @@ export function pspWorkerSettings(config: Config): PspWorkerSettings {
     retryDelayMs: config.pspWorkerIntervalMs * PSP_RETRY_INTERVALS,
     ledgerPendingTimeoutS: config.ledgerPendingTimeoutS,
     confirmMarginS: Math.min(CONFIRM_MARGIN_S_MAX, Math.floor(config.ledgerPendingTimeoutS / 2)),
+    confirmNotReceivedAfterMs: 2 * PSPX_DEFAULTS.timeoutMs,
   };
 }
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import type { Database } from '../adapters/database.js';
+import type { Database, Sql } from '../adapters/database.js';
 import type { WorkerMetrics } from '../observability/metrics.js';
 import { isReceiverType, type PspxClient, type Receiver } from '../adapters/pspx/pspx-client.js';
 import { assertNever } from '../domain/errors.js';
@@ -18,6 +18,7 @@ import { INTENT_ID_ATTRIBUTE, inSpan, withIntentIds } from '../adapters/tracing.
  *   CONFIRM_PENDING → FAILED          confirm rejected
  *   CONFIRM_PENDING → INQUIRING       confirm timed out, answered pending or unknown, or a restart
  *   INQUIRING → CONFIRMED | FAILED    a final status inquiry answer
+ *   INQUIRING → FAILED                not_found long after a dead worker's CONFIRM_PENDING (confirm_not_received)
  *   INQUIRING → MANUAL_REVIEW         inquiriesMax answers without a final one (intent MANUAL_REVIEW)
  *   QUERY_PENDING | QUERIED → FAILED  the reservation would expire before a confirm could finish
  *
@@ -38,6 +39,10 @@ import { INTENT_ID_ATTRIBUTE, inSpan, withIntentIds } from '../adapters/tracing.
 /** failureReason when the reservation's time ran out before the confirm could be sent. */
 export const CONFIRM_WINDOW_CLOSED = 'confirm_window_closed';
 export const INQUIRIES_EXHAUSTED = 'psp_inquiries_exhausted';
+/** failureReason of a payout whose confirm provably never reached the provider (docs/rules.md R65). */
+export const CONFIRM_NOT_RECEIVED = 'confirm_not_received';
+/** confirmAnswer of the INQUIRING move made by a claim that found CONFIRM_PENDING: its worker stopped there. */
+const AFTER_RESTART = 'not_known_after_restart';
 
 export interface PspWorkerSettings {
   /** Intents claimed per run. */
@@ -54,6 +59,11 @@ export interface PspWorkerSettings {
   readonly ledgerPendingTimeoutS: number;
   /** A confirm is only sent while at least this much of the reservation's lifetime is left. */
   readonly confirmMarginS: number;
+  /**
+   * Twice the PSPX client's time-out: a confirm sent by a worker that then died has either reached
+   * the provider by this long after CONFIRM_PENDING was recorded, or never will (docs/rules.md R65).
+   */
+  readonly confirmNotReceivedAfterMs: number;
 }
 
 export interface PspWorkerDeps {
@@ -208,7 +218,7 @@ async function step(ctx: Context, claim: Claim): Promise<Step> {
       // Only a claim starts here: the worker that recorded CONFIRM_PENDING confirmed in the same
       // step and moved on, so this one stopped in between. Its confirm may have reached the
       // provider: ask, never confirm again.
-      return move(ctx, claim, { to: 'INQUIRING', payload: { confirmAnswer: 'not_known_after_restart' } });
+      return move(ctx, claim, { to: 'INQUIRING', payload: { confirmAnswer: AFTER_RESTART } });
     case 'INQUIRING':
       return askStatus(ctx, claim);
     case 'CONFIRMED':
@@ -271,10 +281,9 @@ async function askStatus(ctx: Context, claim: Claim): Promise<Step> {
       return confirmed(ctx, claim, answer.settlementDate);
     case 'failed':
       return fail(ctx, claim, answer.reason);
-    case 'pending':
     case 'not_found':
-      // not_found: no confirm reached the provider yet. One may still be on its way (sent just
-      // before a crash), so failing now could void a payout the provider is about to make.
+      return notFound(ctx, claim);
+    case 'pending':
       return countInquiry(ctx, claim, answer.kind);
     case 'unknown':
       // An open breaker sent nothing: no inquiry was made, so none is counted.
@@ -283,6 +292,35 @@ async function askStatus(ctx: Context, claim: Claim): Promise<Step> {
     default:
       return assertNever(answer);
   }
+}
+
+/**
+ * not_found: no confirm reached the provider. One may still be on its way (sent just before a
+ * crash), so failing at once could void a payout the provider is about to make. When the worker
+ * that recorded CONFIRM_PENDING died there, a not_found answered more than
+ * confirmNotReceivedAfterMs after that record proves the confirm never arrived: the payout fails
+ * and its reservation is voided (docs/rules.md R65); before then the claim waits for that moment
+ * without counting towards MANUAL_REVIEW. A confirm that was answered (time-out, pending) is
+ * counted as before: the provider has it, or may.
+ */
+async function notFound(ctx: Context, claim: Claim): Promise<Step> {
+  const evidence = await confirmEvidence(ctx.deps.db, claim.id);
+  if (!evidence.afterRestart) return countInquiry(ctx, claim, 'not_found');
+  const waitMs = ctx.deps.settings.confirmNotReceivedAfterMs - evidence.sinceConfirmPendingMs;
+  if (waitMs < 0) return fail(ctx, claim, CONFIRM_NOT_RECEIVED);
+  return { kind: 'wait', delayMs: Math.ceil(waitMs) };
+}
+
+/** From the audit trail: whether the claim found CONFIRM_PENDING left by a dead worker, and how long ago that was recorded. */
+async function confirmEvidence(sql: Sql, intentId: string): Promise<{ afterRestart: boolean; sinceConfirmPendingMs: number }> {
+  const { rows } = await sql.query<{ after_restart: boolean | null; since_ms: number | null }>(
+    `SELECT bool_or(status_from = 'CONFIRM_PENDING' AND status_to = 'INQUIRING' AND payload->>'confirmAnswer' = $2) AS after_restart,
+            (extract(epoch FROM clock_timestamp() - max(created_at) FILTER (WHERE status_to = 'CONFIRM_PENDING')) * 1000)::float8 AS since_ms
+       FROM intent_events WHERE intent_id = $1`,
+    [intentId, AFTER_RESTART],
+  );
+  const row = rows[0];
+  return { afterRestart: row?.after_restart === true, sinceConfirmPendingMs: row?.since_ms ?? 0 };
 }
 
 async function countInquiry(ctx: Context, claim: Claim, lastAnswer: string): Promise<Step> {

@@ -45,6 +45,7 @@ interface Outcome {
   readonly payer: number;
   readonly status: number;
   readonly body: Record<string, unknown>;
+  readonly retryAfter: string | undefined;
   readonly elapsedMs: number;
 }
 
@@ -73,6 +74,8 @@ interface Harness {
   readonly app: FastifyInstance;
   readonly fees: FeeEngine;
   readonly secret: string;
+  /** The app's JSON log lines, parsed. */
+  readonly logLines: Array<Record<string, unknown>>;
 }
 
 async function buildOn(db: Database): Promise<Harness> {
@@ -81,7 +84,9 @@ async function buildOn(db: Database): Promise<Harness> {
   await applyConfig(db, ledger, file);
   const fees = await createFeeEngine();
   const secrets = secretsOf(file);
+  const logLines: Array<Record<string, unknown>> = [];
   const app = await buildApp({
+    logger: { level: 'info', stream: { write: (line) => logLines.push(JSON.parse(line) as Record<string, unknown>) } },
     config: { ...loadConfig({ QR_SIGNING_SECRET: 'db-faults-qr', ADMIN_TOKEN: 'db-faults-admin' }), file },
     db,
     ledger,
@@ -92,7 +97,7 @@ async function buildOn(db: Database): Promise<Harness> {
     secrets: () => secrets,
   });
   await app.ready();
-  return { app, fees, secret: secrets.get('wallet-api')?.[0] ?? '' };
+  return { app, fees, secret: secrets.get('wallet-api')?.[0] ?? '', logLines };
 }
 
 function call(h: Harness, method: 'GET' | 'POST', path: string, body?: unknown, user?: number): Promise<LightMyRequestResponse> {
@@ -113,7 +118,15 @@ async function pay(h: Harness, payer: number, key: string): Promise<Outcome> {
     { idempotencyKey: key, operationType: 'P2P_TRANSFER', amount: AMOUNT, recipientUserId: PAYEE },
     payer,
   );
-  return { key, payer, status: res.statusCode, body: res.json() as Record<string, unknown>, elapsedMs: Date.now() - started };
+  const retryAfter = res.headers['retry-after'];
+  return {
+    key,
+    payer,
+    status: res.statusCode,
+    body: res.json() as Record<string, unknown>,
+    retryAfter: typeof retryAfter === 'string' ? retryAfter : undefined,
+    elapsedMs: Date.now() - started,
+  };
 }
 
 async function fund(h: Harness): Promise<void> {
@@ -149,10 +162,11 @@ function expectCleanAnswers(outcomes: readonly Outcome[]): void {
   for (const o of outcomes) {
     expect(o.elapsedMs, `${o.key} took ${o.elapsedMs} ms`).toBeLessThan(ANSWER_MS_MAX);
     if (o.status >= 500) {
-      // The standard body (docs/rules.md, Error bodies): a code and a message, nothing else leaking.
-      expect([500, 503]).toContain(o.status);
+      // docs/rules.md R66: an unreachable database is 503 with Retry-After (1-5 s), in the standard body, never 500.
+      expect({ key: o.key, status: o.status, error: o.body.error }).toEqual({ key: o.key, status: 503, error: 'SERVICE_UNAVAILABLE' });
       expect(Object.keys(o.body).sort()).toEqual(['error', 'message']);
-      expect(['INTERNAL_ERROR', 'SERVICE_UNAVAILABLE']).toContain(o.body.error);
+      expect(Number(o.retryAfter)).toBeGreaterThanOrEqual(1);
+      expect(Number(o.retryAfter)).toBeLessThanOrEqual(5);
     } else {
       expect({ key: o.key, status: o.status, body: o.body }).toMatchObject({ status: 201, body: { status: 'SETTLED' } });
     }
@@ -189,6 +203,19 @@ async function expectExactlyOnce(h: Harness, sql: Sql, outcomes: readonly Outcom
     "SELECT id, status FROM intents WHERE status IN ('CREATED', 'VALIDATED', 'SETTLING') AND operation_type <> 'INVOICE_PAYMENT'",
   );
   expect(half.rows).toEqual([]);
+}
+
+/** docs/rules.md R66: one line when the outage begins and one when it ends, not one per failed request. */
+async function expectOneLinePerOutage(h: Harness, outcomes: readonly Outcome[]): Promise<void> {
+  const ended = () => h.logLines.filter((line) => line.event === 'database_outage_ended');
+  for (let waitedMs = 0; ended().length === 0 && waitedMs < RECOVERY_MS_MAX; waitedMs += 100) await new Promise((r) => setTimeout(r, 100));
+  const failed = outcomes.filter((o) => o.status >= 500).length;
+  expect(h.logLines.filter((line) => line.event === 'database_outage_began')).toHaveLength(1);
+  expect(ended()).toHaveLength(1);
+  expect(ended()[0]?.failedRequests).toBeGreaterThanOrEqual(failed);
+  // pino's levels: 50 is error. Every failed request wrote its access line, none an error line of its own.
+  expect(h.logLines.filter((line) => Number(line.level) >= 50 && line.event !== 'database_outage_began')).toEqual([]);
+  h.logLines.length = 0;
 }
 
 async function expectAuditClean(db: Database): Promise<void> {
@@ -247,6 +274,7 @@ describe.runIf(pgUrl !== undefined)('PostgreSQL behind a TCP proxy that is cut u
       expect(outcomes.filter((o) => o.status === 201).length).toBeGreaterThan(0);
       expectCleanAnswers(outcomes);
       await waitForRecovery(h);
+      await expectOneLinePerOutage(h, outcomes);
       await expectExactlyOnce(h, direct, outcomes);
       await expectAuditClean(direct);
     },
@@ -295,11 +323,12 @@ describe.runIf(pgUrl === undefined)('embedded PGlite closed under load, reopened
 
       expect(during.statusCode).toBe(503);
       expect(during.json()).toEqual({ status: 'ko', message: 'Ledger unavailable' });
-      expect(downAnswers.status).toBe(500);
-      expect(downAnswers.body).toEqual({ error: 'INTERNAL_ERROR', message: expect.any(String) });
+      expect(downAnswers.status).toBe(503);
+      expect(downAnswers.body).toEqual({ error: 'SERVICE_UNAVAILABLE', message: expect.any(String) });
       expect(outcomes.filter((o) => o.status >= 500).length, 'the outage was not felt').toBeGreaterThan(0);
       expectCleanAnswers([...outcomes, downAnswers]);
       await waitForRecovery(h);
+      await expectOneLinePerOutage(h, [...outcomes, downAnswers]);
       await expectExactlyOnce(h, db, [...outcomes, downAnswers]);
       await expectAuditClean(db);
     },

@@ -338,6 +338,45 @@ describe('PSP worker and outbox over HTTP against the simulator', () => {
     ]);
   });
 
+  it('a worker that died in CONFIRM_PENDING before its confirm left: not_found past twice the time-out fails it confirm_not_received, money back, no MANUAL_REVIEW (docs/rules.md R65)', async () => {
+    const before = await snapshot();
+    const diedBeforeSending: PspxClient = {
+      registerWallet: (key, data) => client.registerWallet(key, data),
+      inquiry: (intentId, amount, receiver) => client.inquiry(intentId, amount, receiver),
+      confirm: async () => Promise.reject(new Error('process died')),
+      statusInquiry: (intentId) => client.statusInquiry(intentId),
+      partnerBalance: () => client.partnerBalance(),
+      statement: (date, sink) => client.statement(date, sink),
+    };
+    const settings = { ...testPspSettings, confirmNotReceivedAfterMs: 400 };
+    const dying = createPspWorker({ db: t.db, pspx: diedBeforeSending, log, settings });
+    const id = await payout(t, 601, '0812344444', 2500);
+    expect(await dying.runOnce()).toBe(1);
+    expect((await pspColumns(id))?.psp_state).toBe('CONFIRM_PENDING');
+
+    // The restarted worker asks at once, many times: every not_found within the span only waits, never escalates.
+    const restarted = createPspWorker({ db: t.db, pspx: client, log, settings });
+    const released = () => t.db.query('UPDATE intents SET psp_next_at = now() WHERE id = $1 AND psp_lease_owner IS NULL', [id]);
+    for (let i = 0; i < 8; i += 1) {
+      await restarted.runOnce();
+      await released();
+    }
+    expect((await intentOf(t, id)).status).toBe('AUTHORIZED');
+    await new Promise((r) => setTimeout(r, 450));
+    await released();
+    await drain(restarted, outbox);
+
+    expect(await intentOf(t, id)).toMatchObject({ status: 'FAILED', failureReason: 'confirm_not_received' });
+    expect((await trailOf(t, id)).slice(-4)).toEqual([
+      ['QUERIED', 'CONFIRM_PENDING'],
+      ['CONFIRM_PENDING', 'INQUIRING'],
+      ['INQUIRING', 'FAILED'],
+      ['AUTHORIZED', 'FAILED'],
+    ]);
+    expect(sim().confirmsReceived(id)).toBe(0);
+    expect(await snapshot()).toEqual(before);
+  });
+
   it('two workers running at once never drive one intent together: one confirm each, one trail each', async () => {
     const other = createPspWorker({ db: t.db, pspx: client, log, settings: testPspSettings });
     const ids: string[] = [];

@@ -223,19 +223,25 @@ describe('open live streams per service', () => {
 });
 
 describe('when the shared state cannot answer', () => {
-  it('a replay cache that cannot be asked refuses an admin write with 503, never a 500 or an unchecked write', async () => {
+  it('a replay cache that cannot be asked keeps its records in the database (docs/rules.md R64): the admin write is done once, its replay refused', async () => {
     const unreachable = createRedisSharedState('redis://127.0.0.1:1', `payorch-test-${randomUUID()}:`);
     const cut = await startTestApp({ shared: unreachable });
     try {
-      const res = await cut.call('POST', '/admin/limit-rules', {
+      const write = {
         service: 'admin-tool',
-        body: { name: 'not stored', direction: 'DEBIT', window: 'DAILY', limitType: 'AMOUNT', limit: 5 },
-      });
-      expect(res.statusCode, res.body).toBe(503);
-      expect(res.json().error).toBe('SERVICE_UNAVAILABLE');
+        nowS: Math.floor(Date.now() / 1000),
+        body: { name: 'stored once', direction: 'DEBIT', window: 'DAILY', limitType: 'AMOUNT', limit: 5 },
+      } as const;
+      const started = performance.now();
+      const res = await cut.call('POST', '/admin/limit-rules', write);
+      expect(res.statusCode, res.body).toBe(201);
+      expect(performance.now() - started).toBeLessThan(5_000);
+      const replay = await cut.call('POST', '/admin/limit-rules', write);
+      expect(replay.statusCode, replay.body).toBe(401);
+      expect(replay.json()).toEqual({ error: 'UNAUTHORIZED', message: 'replayed request' });
       expect(
-        (await cut.db.query<{ n: bigint }>("SELECT count(*)::bigint AS n FROM limit_rules WHERE name = 'not stored'")).rows[0]?.n,
-      ).toBe(0n);
+        (await cut.db.query<{ n: bigint }>("SELECT count(*)::bigint AS n FROM limit_rules WHERE name = 'stored once'")).rows[0]?.n,
+      ).toBe(1n);
     } finally {
       await cut.close();
     }

@@ -28,6 +28,7 @@ export const testPspSettings: PspWorkerSettings = {
   retryDelayMs: 0,
   ledgerPendingTimeoutS: 1800,
   confirmMarginS: 300,
+  confirmNotReceivedAfterMs: 6_000,
 };
 
 export async function registerIpps(t: TestApp, userId: number): Promise<void> {

@@ -82,7 +82,7 @@ export interface paths {
             readonly path?: never;
             readonly cookie?: never;
         };
-        /** Readiness: the database answers and every migration is applied (no signature) */
+        /** Readiness: the database answers and every migration is applied; says whether Redis answers (no signature) */
         readonly get: operations["getReadiness"];
         readonly put?: never;
         readonly post?: never;
@@ -1632,6 +1632,20 @@ export interface operations {
                     };
                 };
             };
+            /** @description Service Unavailable */
+            readonly 503: {
+                headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
         };
     };
     readonly getMetrics: {
@@ -1673,6 +1687,20 @@ export interface operations {
                     readonly "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         readonly error: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service Unavailable */
+            readonly 503: {
+                headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "SERVICE_UNAVAILABLE";
                     };
                 };
             };
@@ -1752,6 +1780,20 @@ export interface operations {
                     };
                 };
             };
+            /** @description Service Unavailable */
+            readonly 503: {
+                headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
         };
     };
     readonly getReadiness: {
@@ -1772,6 +1814,7 @@ export interface operations {
                     readonly "application/json": {
                         /** @enum {string} */
                         readonly status: "ok";
+                        readonly redis?: "ok" | "unreachable";
                     };
                 };
             };
@@ -1790,6 +1833,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -1912,6 +1957,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -1936,6 +1983,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2033,6 +2082,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2057,6 +2108,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2142,6 +2195,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2166,6 +2221,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2269,6 +2326,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2293,6 +2352,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2396,6 +2457,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2420,6 +2483,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2531,6 +2596,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2555,6 +2622,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2642,6 +2711,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2666,6 +2737,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2789,6 +2862,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2813,6 +2888,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2907,6 +2984,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -2931,6 +3010,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3049,6 +3130,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3073,6 +3156,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3210,6 +3295,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3234,6 +3321,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3321,6 +3410,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3345,6 +3436,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3468,6 +3561,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3492,6 +3587,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3586,6 +3683,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3610,6 +3709,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3728,6 +3829,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3752,6 +3855,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3889,6 +3994,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -3913,6 +4020,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4000,6 +4109,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4024,6 +4135,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4147,6 +4260,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4171,6 +4286,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4265,6 +4382,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4289,6 +4408,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4407,6 +4528,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4431,6 +4554,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4568,6 +4693,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4592,6 +4719,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4679,6 +4808,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4703,6 +4834,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4826,6 +4959,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4850,6 +4985,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4944,6 +5081,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -4968,6 +5107,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5086,6 +5227,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5110,6 +5253,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5247,6 +5392,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5271,6 +5418,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5358,6 +5507,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5382,6 +5533,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5505,6 +5658,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5529,6 +5684,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5623,6 +5780,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5647,6 +5806,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5765,6 +5926,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5789,6 +5952,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5926,6 +6091,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -5950,6 +6117,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6045,6 +6214,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6069,6 +6240,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6140,6 +6313,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6164,6 +6339,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6281,6 +6458,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6305,6 +6484,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6410,6 +6591,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6434,6 +6617,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6570,6 +6755,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6594,6 +6781,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6728,6 +6917,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6752,6 +6943,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6863,6 +7056,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6887,6 +7082,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -6981,6 +7178,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7005,6 +7204,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7099,6 +7300,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7123,6 +7326,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7262,6 +7467,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7286,6 +7493,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7425,6 +7634,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7449,6 +7660,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7575,6 +7788,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7599,6 +7814,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7733,6 +7950,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7757,6 +7976,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7840,6 +8061,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7864,6 +8087,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7961,6 +8186,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -7985,6 +8212,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -8098,6 +8327,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -8122,6 +8353,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -8214,6 +8447,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -8238,6 +8473,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -8370,6 +8607,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -8394,6 +8633,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -8531,6 +8772,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -8555,6 +8798,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -8641,6 +8886,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -8665,6 +8912,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -8791,6 +9040,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -8827,6 +9078,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -8925,6 +9178,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -8949,6 +9204,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -8987,6 +9244,20 @@ export interface operations {
                     readonly "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         readonly error: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service Unavailable */
+            readonly 503: {
+                headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "SERVICE_UNAVAILABLE";
                     };
                 };
             };
@@ -9047,6 +9318,20 @@ export interface operations {
                     readonly "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         readonly error: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service Unavailable */
+            readonly 503: {
+                headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "SERVICE_UNAVAILABLE";
                     };
                 };
             };
@@ -9139,6 +9424,8 @@ export interface operations {
             /** @description Too Many Requests */
             readonly 429: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {
@@ -9163,6 +9450,8 @@ export interface operations {
             /** @description Service Unavailable */
             readonly 503: {
                 headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
                     readonly [name: string]: unknown;
                 };
                 content: {

@@ -126,6 +126,10 @@ export const ERROR_STATUS = {
   INTERNAL_ERROR: 500,
   /** The provider answered a statement outside its contract (docs/PSPX.md, Statements). */
   PSPX_STATEMENT_INVALID: 502,
+  /**
+   * A dependency does not answer (the database, or a replay store that is full): nothing was done,
+   * and the same request may be sent again after the `Retry-After` seconds (docs/rules.md R66).
+   */
   SERVICE_UNAVAILABLE: 503,
   PSPX_UNAVAILABLE: 503,
 } as const;

@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, ERROR_STATUS, type ErrorBody } from '../../domain/errors.js';
+import { DATABASE_RETRY_AFTER_S, type DatabaseOutage, isDatabaseUnreachable } from '../../adapters/database-outage.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -22,11 +23,16 @@ function issuePath(context: string | undefined, issue: ValidationIssue): string 
   return `${context ?? 'body'}${pointer.replaceAll('/', '.')}`;
 }
 
-/** The one place where a failure becomes an HTTP answer. */
-export function registerErrorHandling(app: FastifyInstance, production: boolean): void {
+/**
+ * The one place where a failure becomes an HTTP answer. A database that cannot be reached is 503
+ * with Retry-After, logged once per outage by `outage` rather than once per request (docs/rules.md R66).
+ */
+export function registerErrorHandling(app: FastifyInstance, production: boolean, outage?: DatabaseOutage): void {
   app.setErrorHandler((error: FastifyError | ApiError, request, reply) => {
     if (error instanceof ApiError) {
       request.log.warn({ code: error.code, statusCode: error.statusCode }, error.message);
+      // Every 503 says when to come back, as the document promises.
+      if (error.statusCode === 503 && !reply.hasHeader('retry-after')) void reply.header('retry-after', String(DATABASE_RETRY_AFTER_S));
       return reply.status(error.statusCode).send(error.toBody());
     }
     if (error.validation !== undefined) {
@@ -42,6 +48,14 @@ export function registerErrorHandling(app: FastifyInstance, production: boolean)
     if (clientError !== null) {
       request.log.warn({ code: error.code }, error.message);
       return reply.status(clientError.statusCode).send(clientError.toBody());
+    }
+    if (isDatabaseUnreachable(error)) {
+      if (outage === undefined) request.log.error({ err: error }, 'database unreachable');
+      else outage.failed(error);
+      void reply.header('retry-after', String(DATABASE_RETRY_AFTER_S));
+      return reply
+        .status(503)
+        .send(new ApiError('SERVICE_UNAVAILABLE', 'database unavailable; retry with the same idempotency key').toBody());
     }
     request.log.error({ err: error }, 'request failed');
     return reply.status(500).send({ error: 'INTERNAL_ERROR', message: production ? 'Internal server error' : error.message });

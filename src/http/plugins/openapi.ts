@@ -31,7 +31,8 @@ type Route = RouteOptions & { schema?: FastifySchema & { body?: unknown; params?
 /**
  * What the plugins answer before or around any route's own work: authentication and its replay
  * guards (auth.ts, replay-guard.ts), rate limits (throttle.ts), body parsing and schema validation
- * (errors.ts), and the last-resort 500. A route lists only what its own work adds (schemas.ts).
+ * (errors.ts), the database's 503 with Retry-After (docs/rules.md R66) and the last-resort 500.
+ * A route lists only what its own work adds (schemas.ts).
  */
 function commonErrors(route: Route): RouteError[] {
   const { schema, config } = route;
@@ -39,12 +40,13 @@ function commonErrors(route: Route): RouteError[] {
   const validated = schema?.body !== undefined || schema?.params !== undefined || schema?.querystring !== undefined;
   // Fastify parses a body on every method but GET and HEAD, whether or not the route expects one.
   const parsesBody = [route.method].flat().some((method) => method !== 'GET' && method !== 'HEAD');
-  const signedErrors: ErrorCode[] = ['BAD_REQUEST', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMITED', 'SERVICE_UNAVAILABLE'];
+  const signedErrors: ErrorCode[] = ['BAD_REQUEST', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMITED'];
   const bodyErrors: ErrorCode[] = ['PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE'];
   return [
     ...(signed ? signedErrors : []),
     ...(parsesBody ? bodyErrors : []),
     ...(validated ? [[config?.validationStatus ?? ERROR_STATUS.VALIDATION_ERROR, 'VALIDATION_ERROR'] as const] : []),
+    'SERVICE_UNAVAILABLE',
     'INTERNAL_ERROR',
   ];
 }
@@ -54,6 +56,11 @@ function listedCodes(schema: unknown): ErrorCode[] {
   const codes = (schema as { properties?: { error?: { enum?: unknown } } } | undefined)?.properties?.error?.enum;
   return Array.isArray(codes) ? (codes as ErrorCode[]) : [];
 }
+
+/** 429 and 503 say when to try again (docs/rules.md R66 and the rate limits). */
+const RETRY_AFTER_HEADER = {
+  'Retry-After': { description: 'Whole seconds to wait before sending the request again', type: 'integer', minimum: 1 },
+};
 
 const json = (schema: unknown) => ({ 'application/json': { schema } });
 const hasContent = (response: object): response is { content: object } => 'content' in response;
@@ -83,6 +90,7 @@ function documentedResponses(route: Route): Record<string, unknown> {
     if (documented[status] !== undefined) continue;
     documented[status] = {
       description: STATUS_CODES[status] ?? String(status),
+      ...(status === 429 || status === 503 ? { headers: RETRY_AFTER_HEADER } : {}),
       content: json({
         allOf: [componentRef('Error'), { type: 'object', required: ['error'], properties: { error: { enum: codes } } }],
       }),

@@ -4,7 +4,7 @@ import type { Ledger } from '../../ledger/ledger.js';
 import { MigrationChangedError, migrationStatus } from '../../adapters/migrations.js';
 import { apiError } from '../../domain/errors.js';
 import { responses } from '../schemas/shared.js';
-import { Alive, HealthKo, HealthOk } from '../schemas/health.js';
+import { Alive, HealthKo, HealthOk, Ready } from '../schemas/health.js';
 
 export const EVENT_LOOP_DELAY_MAX_MS = 1000;
 const tickIntervalMs = 100;
@@ -36,7 +36,13 @@ export function startEventLoopMonitor(): { delayMs: () => number; restart: () =>
   };
 }
 
-export function healthRoutes(app: App, deps: { sql: Sql; ledger: Ledger; version: string; eventLoopDelayMs: () => number }) {
+/** Where a probe reports a database that does not answer: logged once per outage there, not once per probe (docs/rules.md R66). */
+type DatabaseFailed = (error: unknown) => void;
+
+export function healthRoutes(
+  app: App,
+  deps: { sql: Sql; ledger: Ledger; version: string; eventLoopDelayMs: () => number; databaseFailed: DatabaseFailed },
+) {
   app.get(
     '/health',
     {
@@ -49,12 +55,12 @@ export function healthRoutes(app: App, deps: { sql: Sql; ledger: Ledger; version
         response: { 200: HealthOk, 503: HealthKo },
       },
     },
-    async (request, reply) => {
+    async (_request, reply) => {
       // The ledger first: when it is down, that is the cause worth reporting.
       try {
         await deps.ledger.lookupAccounts(deps.sql, []);
       } catch (error) {
-        request.log.error({ err: error }, 'ledger look-up failed');
+        deps.databaseFailed(error);
         return reply.status(503).send({ status: 'ko', message: 'Ledger unavailable' });
       }
       if (deps.eventLoopDelayMs() > EVENT_LOOP_DELAY_MAX_MS) {
@@ -69,7 +75,7 @@ export function healthRoutes(app: App, deps: { sql: Sql; ledger: Ledger; version
  * The orchestrator's two probes. Liveness never touches the database: a database outage must
  * take pods out of rotation (readiness), not have every one of them restarted.
  */
-export function probeRoutes(app: App, deps: { sql: Sql }) {
+export function probeRoutes(app: App, deps: { sql: Sql; databaseFailed: DatabaseFailed; redisState?: () => 'ok' | 'unreachable' }) {
   app.get(
     '/livez',
     {
@@ -91,22 +97,24 @@ export function probeRoutes(app: App, deps: { sql: Sql }) {
       schema: {
         tags: ['health'],
         operationId: 'getReadiness',
-        summary: 'Readiness: the database answers and every migration is applied (no signature)',
+        summary: 'Readiness: the database answers and every migration is applied; says whether Redis answers (no signature)',
         security: [],
-        response: responses({ 200: Alive }, ['SERVICE_UNAVAILABLE']),
+        response: responses({ 200: Ready }, ['SERVICE_UNAVAILABLE']),
       },
     },
-    async (request) => {
+    async () => {
       let pending: readonly string[];
       try {
         ({ pendingMigrations: pending } = await migrationStatus(deps.sql));
       } catch (error) {
         if (error instanceof MigrationChangedError) throw apiError('SERVICE_UNAVAILABLE', error.message);
-        request.log.warn({ err: error }, 'readiness: the database does not answer');
+        deps.databaseFailed(error);
         throw apiError('SERVICE_UNAVAILABLE', 'database unavailable');
       }
       if (pending.length > 0) throw apiError('SERVICE_UNAVAILABLE', `migration ${pending[0]} is pending`);
-      return { status: 'ok' as const };
+      // Redis down is not unready: taking every instance out of rotation would stop payments that
+      // do not need it (docs/rules.md R64); the field, the log and payorch_redis_up tell the operator.
+      return deps.redisState === undefined ? { status: 'ok' as const } : { status: 'ok' as const, redis: deps.redisState() };
     },
   );
 }
