@@ -12,6 +12,7 @@ import { simulatorRailsFeed } from './adapters/pspx/simulator-rails.js';
 import { buildApp } from './app.js';
 import { type Config, loadConfig, readConfigFile, secretsOf } from './config.js';
 import { applyConfig } from './domain/bootstrap.js';
+import { logServiceKeyDecisions } from './domain/config-file/service-key-owner.js';
 import { SqlLedger } from './ledger/sql-ledger.js';
 import { createMetrics, type Metrics, timedLedger } from './adapters/metrics.js';
 import { createFeeEngine } from './domain/fees/index.js';
@@ -40,7 +41,7 @@ export async function startService(config: Config = loadConfig()): Promise<Runni
     throw error;
   }
   const ledger = new SqlLedger();
-  await applyConfig(db, ledger, config.file);
+  const keyDecisions = await applyConfig(db, ledger, config.file);
   const broker = createBroker(config.redisUrl);
   const shared = createSharedState(config.redisUrl);
   let secrets = secretsOf(config.file);
@@ -73,6 +74,7 @@ export async function startService(config: Config = loadConfig()): Promise<Runni
     reloadSecrets,
     logger: { level: config.logLevel },
   });
+  logServiceKeyDecisions(app.log, keyDecisions);
   if (pspxSimulator !== null) app.log.info({ url: pspxSimulator.url }, 'PSPX_URL unset: payouts go to the built-in PSPX simulator');
   if (config.qrSigningSecretGenerated) {
     app.log.warn('QR_SIGNING_SECRET is not set: a random one was generated, invoices will not verify after a restart');

@@ -9,6 +9,7 @@ import { buildApp } from '../../src/app.js';
 import type { ReloadSecrets } from '../../src/http/routes/admin/system.js';
 import { type Config, type ConfigFile, DEMO_CONFIG_FILE, loadConfig, readConfigFile, secretsOf } from '../../src/config.js';
 import { applyConfig } from '../../src/domain/bootstrap.js';
+import { logServiceKeyDecisions } from '../../src/domain/config-file/service-key-owner.js';
 import { messageSignedHeaders } from '../../src/domain/message-signing.js';
 import { signedHeaders } from '../../src/domain/signing.js';
 import type { Ledger } from '../../src/ledger/ledger.js';
@@ -76,7 +77,7 @@ export async function startTestApp(
     ...loadConfig({ QR_SIGNING_SECRET: 'test-qr-secret', ADMIN_TOKEN: 'test-admin-token', AUTH_FAILURE_BURST: '1000000', ...options.env }),
     file,
   };
-  await applyConfig(db, ledger, file);
+  const keyDecisions = await applyConfig(db, ledger, file);
   // With REDIS_URL set (the CI's second pass) live messages go through Redis, as in production.
   const broker = options.broker ?? createBroker(process.env.REDIS_URL);
   const shared = options.shared ?? createSharedState(process.env.REDIS_URL, `payorch-test-${randomBytes(6).toString('hex')}:`);
@@ -96,6 +97,8 @@ export async function startTestApp(
     ...(options.logStream === undefined ? {} : { logger: { level: 'info', stream: options.logStream } }),
     ...(options.reloadSecrets === undefined ? {} : { reloadSecrets: options.reloadSecrets }),
   });
+  // As the start does (src/main.ts), once the logger exists.
+  logServiceKeyDecisions(app.log, keyDecisions);
   const errorAnswers = recordErrorAnswers(app);
   await app.ready();
   const testApp: TestApp = {
