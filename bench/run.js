@@ -1154,7 +1154,7 @@ async function pglitePass(base, secret, configFile) {
  * @param {number} balance satang each; 0: no top-up
  */
 async function runSetup(url, secret, [first, count], balance) {
-  const { signedHeaders } = await import('../dist/domain/signing.js');
+  const { signedHeaders } = await import('../dist/domain/auth/signing.js');
   /**
    * @param {string} path
    * @param {object} body

@@ -11,7 +11,7 @@ const TOKEN_KEY = 'payorch.adminToken';
 /** @typedef {AdminIntent & { events: AdminIntentEvent[] }} AdminIntentWithEvents */
 /** @typedef {import('@payorch/client').AdminIntentPage} IntentPage */
 /** @typedef {import('@payorch/client').ResolveResult} ResolveAnswer */
-/** @typedef {import('typebox').Static<typeof import('../dist/http/schemas.js').HistoryEntry>} HistoryEntry */
+/** @typedef {import('typebox').Static<typeof import('../dist/http/schemas/shared.js').HistoryEntry>} HistoryEntry */
 /** @typedef {{ accountName: string, accountType: string, userId: number | null, currency: string, balance: string, transactions: HistoryEntry[] }} AdminAccount */
 /** @typedef {import('@payorch/client').AuditViolation} AuditViolation */
 /** @typedef {import('@payorch/client').AuditResult} AuditAnswer */

@@ -1,6 +1,6 @@
 import { PGlite, type Transaction } from '@electric-sql/pglite';
 import { parentPort, workerData } from 'node:worker_threads';
-import { assertNever } from '../domain/errors.js';
+import { assertNever } from '../assert-never.js';
 import type { PgliteAnswer, PgliteFailure, PgliteReady, PgliteRequest, PgliteThreadData } from './pglite-messages.js';
 
 /**

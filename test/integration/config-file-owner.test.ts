@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../src/adapters/database.js';
-import type { ConfigFile } from '../../src/config.js';
+import type { ConfigFile } from '../../src/domain/bootstrap/config-file.js';
 import { demoConfigFile, startTestApp, type TestApp } from '../support/app.js';
 import { openTestDatabase } from '../support/database.js';
 

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database, Tx } from '../../src/adapters/database.js';
-import { PAYER_LOCK_CLASS, RECIPIENT_LIMIT_LOCK_CLASS } from '../../src/domain/intents/create/payer-locks.js';
+import { PAYER_LOCK_CLASS, RECIPIENT_LIMIT_LOCK_CLASS } from '../../src/domain/intents/commit/payer-locks.js';
 import { openTestDatabase } from '../support/database.js';
 
 /**

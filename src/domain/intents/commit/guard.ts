@@ -1,6 +1,6 @@
 import type { ApiError } from '../../errors.js';
-import { type LimitCheck, limitExceeded } from '../../limits.js';
-import { transactionInProgress } from '../create/payer-locks.js';
+import { type LimitCheck, limitExceeded } from '../../rules/limits.js';
+import { transactionInProgress } from './payer-locks.js';
 
 /** What intent_guard (migrations/006) holds and compares for one payment, in its transaction. */
 export interface Guard {
