@@ -22,6 +22,7 @@ import { BALANCE_MONITOR_DEFAULTS } from './workers/balance-monitor.js';
 import { StatusPublisher } from './domain/intents/store/status-publisher.js';
 import { startExpirySweep } from './workers/expiry-sweep.js';
 import { refuseUnsafeProductionSettings } from './production-checks.js';
+import { keepsSessions, SESSION_POOLING_REQUIRED } from './adapters/pool-mode-probe.js';
 
 export interface RunningService {
   readonly app: FastifyInstance;
@@ -35,6 +36,7 @@ export async function startService(config: Config = loadConfig()): Promise<Runni
   refuseUnsafeProductionSettings(config);
   const [problem] = configFileProblems(config.file);
   if (problem !== undefined) throw new ConfigError(`CONFIG_FILE ${config.configFile}: ${problem}`);
+  await refuseSessionModeBehindTransactionPooling(config);
   const db = await openDatabase(config.databaseUrl, config.dataDir, config.databasePoolMode);
   try {
     if (config.migrateOnStart) await migrate(db);
@@ -166,4 +168,11 @@ async function startDemoSimulator(db: Database): Promise<SimulatorServer> {
   const server = await createSimulatorServer({ beforeBalance: async () => bookRails?.() });
   bookRails = simulatorRailsFeed(db, server.simulator, BALANCE_MONITOR_DEFAULTS.nostroAccount, since);
   return server;
+}
+
+/** docs/rules.md R68: without DATABASE_POOL_MODE=transaction behind transaction pooling, requests would fail one by one with SQL errors. */
+async function refuseSessionModeBehindTransactionPooling(config: Config): Promise<void> {
+  const url = config.databaseUrl;
+  if (config.databasePoolMode !== 'session' || url === undefined || !/^postgres(ql)?:\/\//.test(url)) return;
+  if (!(await keepsSessions(url))) throw new ConfigError(SESSION_POOLING_REQUIRED);
 }
