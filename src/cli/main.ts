@@ -1,17 +1,10 @@
-import { openDatabase } from '../adapters/database.js';
-import { MigrationChangedError, type MigrationStatus, migrate, migrationStatus } from '../adapters/migrations.js';
-import { loadConfig } from '../config.js';
-import { startService } from '../main.js';
-import { flushTraces } from '../adapters/tracing.js';
-import { accountsCommand } from './account-commands.js';
-import { adminCommand } from './admin-commands.js';
-import { auditCommand } from './audit-command.js';
-import { callCommand } from './call-command.js';
-import { completionCommand } from './completion.js';
+import type { MigrationStatus } from '../adapters/migrations.js';
 import { type CliIo, EXIT, processIo, UsageError } from './cli-io.js';
-import { intentsCommand, quoteCommand } from './intent-commands.js';
 import { VERSION } from '../version.js';
-import { policiesCommand } from './policy-commands.js';
+
+// Every command's modules are imported when that command runs, not before: `payorch --version`
+// and `payorch help` load this file and two small ones, not the server, pg and Fastify
+// (test/integration/cli-startup.test.ts holds them under 300 ms).
 
 export { type CliIo, EXIT, processIo } from './cli-io.js';
 
@@ -43,6 +36,10 @@ Usage:
   payorch admin RECORDS get KEY | create BODY | update KEY BODY | delete KEY
                                         RECORDS: fee-rules, routes, limit-rules, auth-policies,
                                         service-keys; delete deactivates (records are kept)
+  payorch admin webhooks dead list [--limit N]
+                                        the webhook events that died after the retry window
+  payorch admin webhooks dead redeliver CURSOR
+                                        send a dead webhook event again
   payorch admin log-level [LEVEL]       read the running process's log level, or switch it
   payorch audit [--since ISO-8601]      the invariant audit of the running service (admin key)
   payorch completion bash|zsh           print the shell completion script (eval it in ~/.bashrc or ~/.zshrc)
@@ -87,6 +84,11 @@ export function commandUsage(command: string): string | null {
 }
 
 async function serve(): Promise<void> {
+  const [{ startService }, { loadConfig }, { flushTraces }] = await Promise.all([
+    import('../main.js'),
+    import('../config.js'),
+    import('../adapters/tracing.js'),
+  ]);
   const service = await startService(loadConfig());
   let stopping = false;
   const stop = async (signal: string) => {
@@ -104,6 +106,11 @@ async function serve(): Promise<void> {
 async function migrateCommand(args: readonly string[], io: CliIo): Promise<number> {
   const statusOnly = args[0] === '--status';
   if (args.length > (statusOnly ? 1 : 0)) throw new UsageError('usage: payorch migrate [--status]');
+  const [{ loadConfig }, { openDatabase }, { MigrationChangedError, migrate, migrationStatus }] = await Promise.all([
+    import('../config.js'),
+    import('../adapters/database.js'),
+    import('../adapters/migrations.js'),
+  ]);
   const config = loadConfig();
   const db = await openDatabase(config.databaseUrl, config.dataDir, config.databasePoolMode);
   try {
@@ -136,21 +143,21 @@ async function dispatch(command: string, args: string[], io: CliIo): Promise<num
     case 'migrate':
       return migrateCommand(args, io);
     case 'call':
-      return callCommand(args, io);
+      return (await import('./call-command.js')).callCommand(args, io);
     case 'intents':
-      return intentsCommand(args, io);
+      return (await import('./intent-commands.js')).intentsCommand(args, io);
     case 'quote':
-      return quoteCommand(args, io);
+      return (await import('./intent-commands.js')).quoteCommand(args, io);
     case 'accounts':
-      return accountsCommand(args, io);
+      return (await import('./account-commands.js')).accountsCommand(args, io);
     case 'policies':
-      return policiesCommand(args, io);
+      return (await import('./policy-commands.js')).policiesCommand(args, io);
     case 'admin':
-      return adminCommand(args, io);
+      return (await import('./admin-commands.js')).adminCommand(args, io);
     case 'audit':
-      return auditCommand(args, io);
+      return (await import('./audit-command.js')).auditCommand(args, io);
     case 'completion':
-      return completionCommand(args, io);
+      return (await import('./completion.js')).completionCommand(args, io);
     default:
       throw new UsageError(`unknown command: ${command}`);
   }
