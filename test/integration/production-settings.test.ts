@@ -62,6 +62,10 @@ describe('production refuses unsafe settings', () => {
     ['ADMIN_TOKEN of 31 characters', { ADMIN_TOKEN: 'a'.repeat(31) }, /^ADMIN_TOKEN is shorter than 32/],
     ['ADMIN_TOKEN with the placeholder', { ADMIN_TOKEN: `${'a'.repeat(32)}change-me` }, /^ADMIN_TOKEN is a demo secret/],
     ['PSPX_URL unset without PSPX_SIMULATOR=1', { PSPX_SIMULATOR: undefined }, /^PSPX_URL is unset/],
+    ['PSPX_URL without a scheme', { PSPX_URL: 'pspx.example:8443' }, /^PSPX_URL is not an absolute http/],
+    ['PSPX_URL that is not a URL', { PSPX_URL: 'https//pspx example' }, /^PSPX_URL is not an absolute http/],
+    ['PSPX_URL of another scheme', { PSPX_URL: 'ftp://pspx.example' }, /^PSPX_URL is not an absolute http/],
+    ['PSPX_URL with credentials', { PSPX_URL: 'https://user:pw@pspx.example' }, /^PSPX_URL is not an absolute http/],
   ])('refuses %s', (_name, env, message) => {
     const problems = problemsWith(env);
     expect(problems).toHaveLength(1);
