@@ -1,8 +1,8 @@
 // npm run bench [-- --soak-s 600 --phase-s 20 --skip-pglite --profile --only p2p,floors --help]
 //
 // --only runs some sections (p2p, latency, invoice, invoice-rates, floors, floor-batch, hot-payee,
-// cpu, replays, refusals, policies, stored, soak, pglite, pglite-refusals, pglite-replays; docs/PERFORMANCE.md,
-// How to run) for a
+// cpu, replays, refusals, policies, stored, soak, pglite, pglite-refusals, pglite-replays, statements; docs/PERFORMANCE.md,
+// Reproducing the figures) for a
 // quick A/B of one change; it writes bench/results/partial-<time>.json and leaves latest.json and
 // the chart to full runs.
 //
@@ -24,6 +24,7 @@ import { SqlLedger } from '../dist/ledger/sql-ledger.js';
 import { writeChart } from './chart.js';
 import { rssGrowth } from './rss-growth.js';
 import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
+import { statementsSection } from './statements.js';
 
 /** @typedef {import('../dist/adapters/database.js').Database} Database */
 /** @typedef {import('./load.js').LoadOptions} LoadOptions */
@@ -56,6 +57,7 @@ import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
  * @property {number} [storedIntentsBefore]
  * @property {StoredPair[]} [storedAgainstEmpty] P2P at the saturated level, 200,000+ intents stored against none, alternated
  * @property {SoakResult} [soak]
+ * @property {Awaited<ReturnType<typeof statementsSection>>} [statements] history on / off, balance at a time, a streamed csv statement
  */
 /**
  * @typedef {LoadResult & { walPerIntent: { bytes: number | null, fullPageImages: number | null } }} CheckpointedLoad
@@ -154,20 +156,20 @@ const USER_BALANCE = 100_000_000;
 const SATURATION_CONCURRENCY = [16, 32, 64, 128];
 /**
  * PGlite's pass: 8 in flight, as every run before 2026-11-26 measured it, and the loads a user
- * trying a realistic load sends, where group commit fills its batches (docs/PERFORMANCE.md).
+ * trying a realistic load sends, where group commit fills its batches (docs/design.md#hot-group-commit).
  */
 const PGLITE_SATURATION_CONCURRENCY = [8, 32, 64];
 /**
  * The refusal sections: this share of the payments comes from payers who have no money, at the
  * in-flight levels where group commit's batches are large. A refused transfer is an everyday
- * answer, and a batch that holds one cannot commit the way one without does (docs/PERFORMANCE.md).
+ * answer, and a batch that holds one cannot commit the way one without does (docs/design.md#hot-ledger-bet).
  */
 const REFUSED_SHARES = [0.05, 0.2];
 const PGLITE_REFUSAL_CONCURRENCY = [32, 64];
 /**
  * The replay sections: this share of the requests retries the worker's previous payment (same key
  * and body), as clients do whose answers were lost. A retry is answered from the stored intent,
- * and a batch that holds one cannot commit the way one without does (docs/PERFORMANCE.md).
+ * and a batch that holds one cannot commit the way one without does (docs/design.md#hot-ledger-bet).
  */
 const REPLAY_SHARE = 0.05;
 /** Alternated pairs of the stored phase (one side 200,000+ intents, the other none). */
@@ -207,6 +209,7 @@ const SECTIONS = [
   'pglite',
   'pglite-refusals',
   'pglite-replays',
+  'statements',
 ];
 const only = args.only === undefined ? null : new Set(String(args.only).split(','));
 if (only !== null)
@@ -639,6 +642,24 @@ async function main() {
       best = { concurrency: fastest.concurrency ?? best.concurrency };
       pgr.p2pSaturatedPerS = fastest.throughputPerS;
       log('P2P saturated', fastest.throughputPerS, '/s at', fastest.concurrency, 'in flight');
+    }
+
+    if (runs('statements')) {
+      log('statements: history on / off, balance at a time, a 1,000,000-line csv statement');
+      const p2p = (/** @type {string} */ url, /** @type {number} */ concurrency) =>
+        runJson('load.js', { ...base, url, kind: 'p2p', mode: 'closed', concurrency });
+      pgr.statements = await statementsSection({
+        databaseUrl,
+        configFile,
+        server,
+        db,
+        ledger,
+        base,
+        concurrency: best.concurrency,
+        startPayorch,
+        p2p,
+        log,
+      });
     }
 
     if (runs('latency')) {
@@ -1239,7 +1260,7 @@ function summarize(r) {
 }
 
 /**
- * The figures the second round of performance work is judged by (docs/PERFORMANCE.md), null
+ * The figures the second round of performance work is judged by (docs/PERFORMANCE.md, Current figures), null
  * where their section did not run: a partial run prints them too.
  * @param {BenchResults} r
  */

@@ -11,7 +11,7 @@ import { createSimulatorServer, type SimulatorServer } from './adapters/pspx/psp
 import { simulatorRailsFeed } from './adapters/pspx/simulator-rails.js';
 import { buildApp } from './app.js';
 import { type Config, ConfigError, loadConfig, readConfigFile, secretsOf } from './config.js';
-import { applyConfig } from './domain/bootstrap/apply-config.js';
+import { applyConfig, type ServiceKeyDecision } from './domain/bootstrap/apply-config.js';
 import { configFileProblems } from './domain/bootstrap/config-file.js';
 import { logServiceKeyDecisions } from './domain/bootstrap/service-key-owner.js';
 import { SqlLedger } from './ledger/sql-ledger.js';
@@ -21,7 +21,7 @@ import { startWorkers } from './workers/index.js';
 import { BALANCE_MONITOR_DEFAULTS } from './workers/balance-monitor.js';
 import { StatusPublisher } from './domain/intents/store/status-publisher.js';
 import { startExpirySweep } from './workers/expiry-sweep.js';
-import { refuseUnsafeProductionSettings } from './production-checks.js';
+import { refuseUnsafeProductionSettings, refuseUnstatedSigningInDatabase } from './production-checks.js';
 import { keepsSessions, SESSION_POOLING_REQUIRED } from './adapters/pool-mode-probe.js';
 
 export interface RunningService {
@@ -46,7 +46,14 @@ export async function startService(config: Config = loadConfig()): Promise<Runni
     throw error;
   }
   const ledger = new SqlLedger();
-  const keyDecisions = await applyConfig(db, ledger, config.file);
+  let keyDecisions: ServiceKeyDecision[];
+  try {
+    keyDecisions = await applyConfig(db, ledger, config.file);
+    await refuseUnstatedSigningInDatabase(config, db);
+  } catch (error) {
+    await db.close();
+    throw error;
+  }
   const broker = createBroker(config.redisUrl);
   const shared = createSharedState(config.redisUrl);
   let secrets = secretsOf(config.file);

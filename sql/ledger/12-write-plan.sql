@@ -4,7 +4,10 @@
 -- again, as ledger_apply_new does, rather than rolled back with a sub-transaction, which would cost
 -- an XID per batch and turn every balance row locked by the batch and updated inside it into a
 -- multixact.
-CREATE OR REPLACE FUNCTION ledger_write_plan(p_plan ledger_planned_transfer[], p_now timestamptz) RETURNS boolean
+-- p_events: the batch the plan indexes, for the balance history's user data (13-history.sql).
+-- (Dropped first: the version before took no p_events.)
+DROP FUNCTION IF EXISTS ledger_write_plan(ledger_planned_transfer[], timestamptz);
+CREATE OR REPLACE FUNCTION ledger_write_plan(p_plan ledger_planned_transfer[], p_events jsonb, p_now timestamptz) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE
   v_inserted uuid[];
@@ -43,6 +46,7 @@ BEGIN
   END IF;
 
   PERFORM ledger_add_movements(p_plan, false);
+  PERFORM ledger_record_history(p_plan, p_events);
   RETURN true;
 END $$;
 
@@ -66,7 +70,7 @@ LANGUAGE sql IMMUTABLE AS $$ SELECT 4 $$;
 -- one or two payments each custom plan looked cheaper than the generic one, and the statements of
 -- ledger_add_movements and ledger_lock_balances were planned again at every call: 1.6 ms a call
 -- instead of 0.9 in a quiet service. The generic plans cost no more on batches of 100
--- (docs/PERFORMANCE.md, Log, "a quiet service's ledger call").
+-- (docs/design.md#hot-generic-plans).
 CREATE OR REPLACE FUNCTION ledger_create_transfers(p_batch jsonb) RETURNS jsonb
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
@@ -95,7 +99,7 @@ BEGIN
   LOOP
     SELECT p.plan, p.refused_at INTO v_plan, v_refused_at FROM ledger_plan_until_refusal(v_rest, v_now) AS p;
     IF v_refused_at IS NULL THEN
-      IF ledger_write_plan(v_plan, v_now) THEN
+      IF ledger_write_plan(v_plan, v_rest, v_now) THEN
         EXIT;
       END IF;
       v_start := v_from;
@@ -106,7 +110,7 @@ BEGIN
         v_start := v_start - 1;
       END LOOP;
       v_end := ledger_chain_end(p_batch, v_start);
-      IF v_start > v_from AND NOT ledger_write_plan(ledger_plan_prefix(v_plan, v_start - v_from), v_now) THEN
+      IF v_start > v_from AND NOT ledger_write_plan(ledger_plan_prefix(v_plan, v_start - v_from), v_rest, v_now) THEN
         v_start := v_from;
         v_end := v_count - 1;
       ELSIF v_end < v_count - 1 AND v_replans >= ledger_replans_max() THEN

@@ -134,7 +134,7 @@ function openPostgres(connectionString: string, namedStatements: boolean): Engin
     types: pgTypes,
     // A statement goes out without waiting for the answer to the one before, which is still
     // answered first: BEGIN travels with a transaction's first statement and COMMIT with its
-    // last, two round trips fewer per transaction (docs/PERFORMANCE.md).
+    // last, two round trips fewer per transaction (docs/design.md#hot-pipelining).
     pipeline: true,
   });
   // An idle client that loses its server (restart, failover) must not crash the process.

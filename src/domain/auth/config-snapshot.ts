@@ -6,7 +6,7 @@ import type { ServiceKeyGrant } from './service-keys.js';
 
 /**
  * Configuration that every request reads and that changes rarely: service keys, routes, fee
- * rules, limit rules and auth policies, as of one `config_version` (migrations/006). Immutable.
+ * rules, limit rules and auth policies, as of one `config_version` (sql/config/01-config-version.sql). Immutable.
  */
 export interface ConfigSnapshot {
   readonly version: bigint;

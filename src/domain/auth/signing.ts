@@ -4,7 +4,7 @@ import { xSignatureHeaders, xSignatureSigningString } from '@payorch/client';
 /** ±60 s: a captured request cannot be replayed later than this. */
 export const SIGNATURE_WINDOW_S = 60;
 
-/** One-shot: a Hash object per call costs a request ~1 µs more (docs/PERFORMANCE.md, "the intent id's random bytes"). */
+/** One-shot: a Hash object per call costs a request ~1 µs more (docs/perf-log/2026-11.md, "the intent id's random bytes"). */
 export const sha256Hex = (data: string | Uint8Array): string => hash('sha256', data, 'hex');
 
 /** docs/rules.md R1: timestamp, upper-case method, path with query, SHA-256 hex of the raw body; joined by '\n' (the client's construction). */

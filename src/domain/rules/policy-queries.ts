@@ -11,7 +11,7 @@ export type PayerFactsLookup = (userId: number, currency: string, merchantId: nu
 /**
  * Evaluations that arrive together share one statement (CoalescedReads): under load one round
  * trip answers every evaluation that arrived during the previous one, instead of a statement,
- * a socket write and a backend wake-up each (docs/PERFORMANCE.md). Each caller still sees the
+ * a socket write and a backend wake-up each (docs/design.md#hot-coalesced-reads). Each caller still sees the
  * database as of a moment after it asked.
  */
 export function sharedPayerFacts(db: Database): PayerFactsLookup {

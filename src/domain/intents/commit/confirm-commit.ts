@@ -9,7 +9,7 @@ import { type InvoiceFees, redeemInvoices } from '../store/intent-batch-writer.j
 import { checkJson, type Guard, type GuardRefusal, limitCheckOf } from './guard.js';
 
 /**
- * Invoice confirms by group commit (docs/PERFORMANCE.md, Invoice confirm): the confirms that
+ * Invoice confirms by group commit (docs/design.md#hot-group-commit): the confirms that
  * arrive while earlier ones commit share one transaction. Per batch, whatever its size: BEGIN,
  * one statement that claims the invoices and guards their payers (below), one ledger call with
  * every redemption's transfers (each its own linked chain, so one refusal leaves the others

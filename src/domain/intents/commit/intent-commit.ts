@@ -15,7 +15,7 @@ import { PAYER_LOCK_CLASS, RECIPIENT_LIMIT_LOCK_CLASS } from './payer-locks.js';
 
 /**
  * The one transaction that stores new intents with their money, shared by every intent that
- * arrives while earlier ones commit (group commit, docs/PERFORMANCE.md). Per batch, whatever its
+ * arrives while earlier ones commit (docs/design.md#hot-group-commit). Per batch, whatever its
  * size: BEGIN, one statement that guards and inserts the intents (intent_open_batch), one ledger
  * call with all their transfers (a TigerBeetle-style batch: each intent's settlement is its own
  * linked chain, so one refusal leaves the others alone; on PostgreSQL sent right behind the
@@ -49,13 +49,13 @@ export type CommitOutcome =
 /**
  * Intents of one batch. The ledger's and the guard's cost is mostly per batch (locks, the plan,
  * the roll-up of hot accounts), so a larger batch costs less per intent; 64 did better than 32
- * and 128 (see docs/PERFORMANCE.md, Group commit).
+ * and 128 (docs/design.md#hot-group-commit).
  */
 const BATCH_MAX = 64;
 /**
  * Batches being committed at once, per instance: one. On two cores a second batch in flight only
  * split the work into smaller batches that cost more CPU per intent and contended for the hot
- * accounts' shards (see docs/PERFORMANCE.md, Group commit). Intents arriving meanwhile wait in
+ * accounts' shards (docs/design.md#hot-group-commit). Intents arriving meanwhile wait in
  * the process and join the next batch; more throughput comes from more instances.
  */
 const FLUSHES_MAX = 1;
@@ -74,8 +74,7 @@ export class IntentCommitter {
     // The ledger call leaves with intent_open_batch: on PostgreSQL in the same round trip. On
     // PGlite the closing statement leaves with them as well: its one connection is held by the
     // transaction, so while the answers crossed to this thread and the closing statement crossed
-    // back, the database thread sat idle and every read waited (docs/PERFORMANCE.md, Log,
-    // "PGlite's batch in one pass"). That bet is lost by every batch that holds a refused
+    // back, the database thread sat idle and every read waited (docs/design.md#hot-ledger-bet). That bet is lost by every batch that holds a refused
     // transfer, an everyday answer, so it is held back after a loss (LedgerCallChoice).
     const choice = new LedgerCallChoice(db.kind === 'pglite' ? 'with-close' : 'with-open');
     const commitAs = (batch: readonly IntentCommit[], call: LedgerCall) =>
@@ -91,18 +90,18 @@ export class IntentCommitter {
       keysOf: (item) => recipientLimitKeysOf(item.guard),
       // Users' wallets are guarded accounts, one balance row each, locked by the ledger call until
       // COMMIT: a batch that needs a wallet another batch holds waits here rather than in the
-      // database, holding its own locks and connection (see docs/PERFORMANCE.md, Group commit).
+      // database, holding its own locks and connection (docs/design.md#hot-payer-locks).
       // With one batch in flight no other batch holds one, so the keys are not computed at all.
       ...(FLUSHES_MAX > 1 ? { lockKeysOf: (item: IntentCommit) => walletKeysOf(item.intent) } : {}),
       // PGlite runs one statement at a time, so while a batch commits the requests behind it wait
       // to read, and reach the commit one by one: a short pause lets them gather into the next
-      // batch (see docs/PERFORMANCE.md, Group commit).
+      // batch (docs/design.md#hot-pglite-gather).
       gatherMs: db.kind === 'pglite' ? PGLITE_GATHER_MS : 0,
     });
     // Invoice confirms batch apart from new intents: they claim rows that exist instead of
     // inserting, and a batch of each can commit at once. The same keys and the same pause hold.
     // Their ledger call waits for the claim's answer: sent with the claim it measured no faster
-    // (docs/PERFORMANCE.md, Log, "the confirm's ledger call").
+    // (docs/perf-log/2026-11.md, "the confirm's ledger call").
     const confirmAs = async (batch: readonly ConfirmCommit[]) => {
       const outcomes = await committing(db, (tx) => commitConfirmBatch(tx, ledger, batch));
       observeBatch(batch.length);

@@ -2,7 +2,7 @@ import { apiError } from '../../errors.js';
 
 /** Two-key advisory locks live apart from single-key ones (migrations, outbox leader). */
 export const PAYER_LOCK_CLASS = 7_310_002;
-/** Held while a payment's recipient-side limits are checked and its intent stored (migrations/007). */
+/** Held while a payment's recipient-side limits are checked and its intent stored (sql/intents/03-open-batch.sql). */
 export const RECIPIENT_LIMIT_LOCK_CLASS = 7_310_003;
 
 /**

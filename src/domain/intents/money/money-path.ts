@@ -21,7 +21,7 @@ const UUID_TEXT = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}
  * UUID v7, so those bits are the intent's creation time in milliseconds. Transfer ids then arrive
  * in time order like the intents, and the ledger's primary key index grows at its end instead of
  * writing a random leaf for every transfer, which is what a random id costs once the index no
- * longer fits in shared buffers (docs/PERFORMANCE.md). The rest stays a hash: still the same id for
+ * longer fits in shared buffers (docs/perf-log/2026-11.md, "Stored intents"). The rest stays a hash: still the same id for
  * the same step of the same intent, and still a valid version 5 UUID.
  */
 export function transferId(intentId: string, step: string): string {
@@ -56,6 +56,7 @@ export function reserveTransfer(plan: MoneyPlan, timeoutS: number): TransferInpu
     creditAccountId: plan.transitLedgerId,
     amount: plan.amount + plan.preFee,
     timeoutS,
+    userData128: plan.intentId,
     ledger: LEDGER_THB,
     code: LEDGER_CODE_BY_OPERATION[plan.operationType],
     flags: TransferFlags.pending,
@@ -72,6 +73,7 @@ export function settleTransfers(plan: MoneyPlan): TransferInput[] {
     {
       id: transferId(plan.intentId, 'post'),
       pendingId: transferId(plan.intentId, 'reserve'),
+      userData128: plan.intentId,
       ledger: LEDGER_THB,
       code,
       flags: TransferFlags.postPendingTransfer,
@@ -84,6 +86,7 @@ export function settleTransfers(plan: MoneyPlan): TransferInput[] {
       debitAccountId: plan.transitLedgerId,
       creditAccountId: plan.toLedgerId,
       amount: toReceiver,
+      userData128: plan.intentId,
       ledger: LEDGER_THB,
       code,
       flags: TransferFlags.none,
@@ -96,6 +99,7 @@ export function settleTransfers(plan: MoneyPlan): TransferInput[] {
       debitAccountId: plan.transitLedgerId,
       creditAccountId: leg.ledgerAccountId,
       amount: leg.amount,
+      userData128: plan.intentId,
       ledger: LEDGER_THB,
       code,
       flags: TransferFlags.none,
@@ -110,6 +114,7 @@ export function voidTransfer(intentId: string, operationType: OperationType): Tr
   return {
     id: transferId(intentId, 'void'),
     pendingId: transferId(intentId, 'reserve'),
+    userData128: intentId,
     ledger: LEDGER_THB,
     code: LEDGER_CODE_BY_OPERATION[operationType],
     flags: TransferFlags.voidPendingTransfer,

@@ -24,7 +24,7 @@ export interface NewIntentClosing {
  * Every intent's audit events (in order) and history rows in one statement, which reads no table:
  * joined with `intents`, a batch estimated at jsonb_to_recordset's default 100 rows made the
  * planner hash-join a sequential scan of the table while it was small, and a fresh installation
- * slowed down as it grew (docs/PERFORMANCE.md). The rare FAILED marks and drops go by primary key.
+ * slowed down as it grew (docs/perf-log/2026-11.md, "Stale plans"). The rare FAILED marks and drops go by primary key.
  * Nothing here is read back, so the statements are sent, not awaited: the COMMIT follows them in
  * the same round trip, and fails with them.
  */

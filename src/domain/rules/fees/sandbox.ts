@@ -18,7 +18,7 @@ import { HARDEN_SOURCE, harnessSource, ruleSource } from './sandbox-realm.js';
  * so a rule can only create and change its own objects and cannot change what another rule
  * sees. One context per rule would isolate by construction, but a full compiled-rule cache of
  * contexts would not fit the runtime's memory limit, and a runtime per rule costs more still
- * (see docs/PERFORMANCE.md, Fee sandbox).
+ * (see docs/perf-log/2026-11.md, "Fee sandbox").
  *
  * After a time-out, an out-of-memory or a stack overflow the whole runtime is discarded and
  * rebuilt lazily; compiled expressions recompile themselves into the new context on their
@@ -38,7 +38,7 @@ function cpuNowMs(): number {
 /**
  * The latest reading of the CPU clock, shared by the evaluations that start soon after it:
  * reading it is a system call, and one per evaluation showed in the service's profile (see
- * docs/PERFORMANCE.md, Fee sandbox).
+ * docs/perf-log/2026-11.md, "Fee sandbox").
  */
 let latestReading = { cpuMs: cpuNowMs(), wallMs: performance.now() };
 const READING_REUSE_MS = 5;
@@ -119,7 +119,7 @@ export const MEMORY_BYTES_MAX_DEFAULT = 16 * 1024 * 1024;
  * QuickJS measures its stack in WebAssembly linear memory, but each QuickJS frame also uses
  * host (V8) stack, several times more for the parser. 16 KiB is small enough that QuickJS reports
  * its own "stack overflow" before the host stack runs out, and still far deeper than a fee
- * expression needs (see docs/PERFORMANCE.md, Fee sandbox).
+ * expression needs (see docs/perf-log/2026-11.md, "Fee sandbox").
  */
 export const STACK_BYTES_MAX_DEFAULT = 16 * 1024;
 /** Longer fee expressions are refused before parsing (they only make parsing slower). */
