@@ -23,6 +23,7 @@ export function money(satang, currency = 'THB') {
 /** @param {string | null | undefined} iso */
 export const time = (iso) => (iso ? `${iso.slice(0, 10)} ${iso.slice(11, 19)}Z` : '');
 
+/** A list's column: the first 8 characters; the link's title and the intent's page show the whole id. */
 /** @param {string} id */
 export const shortId = (id) => id.slice(0, 8);
 

@@ -221,7 +221,7 @@ export function IntentDetail({ id }) {
   const { intent, error, reload, moving } = useIntent(id);
   if (intent === null) return html`<h2>Intent</h2><${ErrorNote} error=${error} />${error ? null : html`<p>Loading…</p>`}`;
   return html`
-    <h2>Intent <code>${intent.intentId.slice(0, 8)}</code></h2>
+    <h2>Intent <code>${intent.intentId}</code></h2>
     <p class="status-line">
       Status: <strong id="intent-status" aria-live="polite">${intent.status}</strong>
       <span class="hint">${moving ? ` — refreshing every ${POLL_INTERVAL_MS / 1000} s` : ' — final'}</span>

@@ -1,7 +1,7 @@
 // An operator's decision on a payout in MANUAL_REVIEW (POST /admin/intents/{id}/resolve).
 import { useState } from 'preact/hooks';
 import { api } from './api.js';
-import { ErrorNote, shortId, withValue } from './format.js';
+import { ErrorNote, withValue } from './format.js';
 import { html } from './html.js';
 
 /** @typedef {import('./api.js').ResolveAnswer} ResolveAnswer */
@@ -45,7 +45,7 @@ export function ResolveForm({ intent, onResolved }) {
   };
 
   return html`
-    <form class="resolve" aria-label=${`Resolve intent ${shortId(intent.intentId)}`} onSubmit=${(/** @type {SubmitEvent} */ e) => e.preventDefault()}>
+    <form class="resolve" aria-label=${`Resolve intent ${intent.intentId}`} onSubmit=${(/** @type {SubmitEvent} */ e) => e.preventDefault()}>
       <label for=${reasonId}>Reason</label>
       <input id=${reasonId} value=${reason} maxLength="500" onInput=${withValue(setReason)} />
       <button type="button" disabled=${busy} onClick=${() => resolve('CONFIRMED')}>Resolve CONFIRMED</button>

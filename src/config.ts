@@ -133,11 +133,11 @@ function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0
 /** Renewals of the outbox lease that fit in its lifetime: one late tick must not cost the leadership. */
 const LEASE_RENEWALS_MIN = 3;
 
-/** In `transaction` pool mode the outbox leader renews its lease once per tick, so ticks must come well within it. */
+/** The outbox leader renews its lease once per tick (either pool mode), so ticks must come well within it. */
 function refuseLapsingLease(config: Config): void {
-  if (config.databasePoolMode === 'transaction' && config.outboxIntervalMs * LEASE_RENEWALS_MIN > LEASE_MS_DEFAULT) {
+  if (config.outboxIntervalMs * LEASE_RENEWALS_MIN > LEASE_MS_DEFAULT) {
     throw new ConfigError(
-      `OUTBOX_INTERVAL_MS must be at most ${LEASE_MS_DEFAULT / LEASE_RENEWALS_MIN} with DATABASE_POOL_MODE=transaction: the outbox leader renews its ${LEASE_MS_DEFAULT} ms lease once per tick (got ${config.outboxIntervalMs})`,
+      `OUTBOX_INTERVAL_MS must be at most ${LEASE_MS_DEFAULT / LEASE_RENEWALS_MIN}: the outbox leader renews its ${LEASE_MS_DEFAULT} ms lease once per tick (got ${config.outboxIntervalMs})`,
     );
   }
 }

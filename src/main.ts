@@ -12,8 +12,9 @@ import { createSimulatorServer, type SimulatorServer } from './adapters/pspx/psp
 import { simulatorRailsFeed } from './adapters/pspx/simulator-rails.js';
 import { buildApp } from './app.js';
 import { type Config, ConfigError, loadConfig, readConfigFile, secretsOf } from './config.js';
-import { applyConfig } from './domain/bootstrap/apply-config.js';
+import { applyConfig, type ServiceKeyDecision } from './domain/bootstrap/apply-config.js';
 import { configFileProblems } from './domain/bootstrap/config-file.js';
+import { logServiceKeyDecisions } from './domain/bootstrap/service-key-owner.js';
 import { SqlLedger } from './ledger/sql-ledger.js';
 import { createMetrics, type Metrics, timedLedger } from './observability/metrics.js';
 import { createFeeEngine } from './domain/rules/fees/index.js';
@@ -22,6 +23,7 @@ import { BALANCE_MONITOR_DEFAULTS } from './workers/balance-monitor.js';
 import { StatusPublisher } from './domain/intents/store/status-publisher.js';
 import { startExpirySweep } from './workers/expiry-sweep.js';
 import { refuseUnsafeProductionSettings, refuseUnstatedSigningInDatabase } from './production-checks.js';
+import { keepsSessions, SESSION_POOLING_REQUIRED } from './adapters/pool-mode-probe.js';
 
 export interface RunningService {
   readonly app: FastifyInstance;
@@ -41,6 +43,7 @@ export async function startService(
   refuseUnsafeProductionSettings(config);
   const [problem] = configFileProblems(config.file);
   if (problem !== undefined) throw new ConfigError(`CONFIG_FILE ${config.configFile}: ${problem}`);
+  await refuseSessionModeBehindTransactionPooling(config);
   const db = await openDatabase(config.databaseUrl, config.dataDir, config.databasePoolMode);
   try {
     if (start.log !== undefined) {
@@ -57,8 +60,9 @@ export async function startService(
     throw error;
   }
   const ledger = new SqlLedger();
+  let keyDecisions: ServiceKeyDecision[];
   try {
-    await applyConfig(db, ledger, config.file);
+    keyDecisions = await applyConfig(db, ledger, config.file);
     await refuseUnstatedSigningInDatabase(config, db);
   } catch (error) {
     await db.close();
@@ -96,6 +100,7 @@ export async function startService(
     reloadSecrets,
     logger: { level: config.logLevel },
   });
+  logServiceKeyDecisions(app.log, keyDecisions);
   if (pspxSimulator !== null) app.log.info({ url: pspxSimulator.url }, 'PSPX_URL unset: payouts go to the built-in PSPX simulator');
   if (config.qrSigningSecretGenerated) {
     app.log.warn('QR_SIGNING_SECRET is not set: a random one was generated, invoices will not verify after a restart');
@@ -184,4 +189,11 @@ async function startDemoSimulator(db: Database): Promise<SimulatorServer> {
   const server = await createSimulatorServer({ beforeBalance: async () => bookRails?.() });
   bookRails = simulatorRailsFeed(db, server.simulator, BALANCE_MONITOR_DEFAULTS.nostroAccount, since);
   return server;
+}
+
+/** docs/rules.md R68: without DATABASE_POOL_MODE=transaction behind transaction pooling, requests would fail one by one with SQL errors. */
+async function refuseSessionModeBehindTransactionPooling(config: Config): Promise<void> {
+  const url = config.databaseUrl;
+  if (config.databasePoolMode !== 'session' || url === undefined || !/^postgres(ql)?:\/\//.test(url)) return;
+  if (!(await keepsSessions(url))) throw new ConfigError(SESSION_POOLING_REQUIRED);
 }

@@ -57,7 +57,18 @@ export function unsafeProductionSettings(config: Config): string[] {
   if (config.pspxUrl === undefined && !config.pspxSimulatorAllowed) {
     problems.push('PSPX_URL is unset and PSPX_SIMULATOR=1 is not set (payouts would go to the built-in simulator)');
   }
+  if (config.pspxUrl !== undefined && !isHttpBaseUrl(config.pspxUrl)) {
+    // The value is an address, not a secret, but it may carry credentials: it is not repeated.
+    problems.push('PSPX_URL is not an absolute http:// or https:// URL without credentials (every payout would fail at its first call)');
+  }
   return problems;
+}
+
+/** An absolute http(s) address with a host and no user:password part, as the PSPX client needs. */
+function isHttpBaseUrl(text: string): boolean {
+  if (!URL.canParse(text)) return false;
+  const url = new URL(text);
+  return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '' && url.username === '' && url.password === '';
 }
 
 /** Stops a production start on unsafe settings, with one line that names each of them. */

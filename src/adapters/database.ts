@@ -27,7 +27,7 @@ export interface Database extends Sql {
   readonly kind: 'pglite' | 'postgres';
   /** Runs `work` in one transaction: committed when it resolves, rolled back when it throws. */
   transaction<T>(work: (tx: Tx) => Promise<T>): Promise<T>;
-  /** A session of its own for leader election (see LockSession; lease rows in `transaction` pool mode); the caller closes it. */
+  /** A contender for leader election (see LockSession: lease rows in either pool mode); the caller closes it. */
   openLockSession(): Promise<LockSession>;
   /** The connection pool's counts on PostgreSQL; absent on PGlite, which has one connection. */
   readonly poolStats?: () => PoolStats;
@@ -54,7 +54,7 @@ const connectTimeoutMs = 5_000;
  * `postgres://…` opens a pool on that server; `memory://` an in-memory PGlite; unset, a PGlite
  * in `dataDir`. int8 columns come back as bigint on both, so money never passes through a float.
  * `transaction` pool mode (PgBouncer's transaction pooling) keeps no state in a session: statements
- * go unnamed and leadership is a lease row (lease-session.ts) instead of a session advisory lock.
+ * go unnamed. Leadership is a lease row (lease-session.ts) in both modes.
  */
 export async function openDatabase(
   databaseUrl: string | undefined,
@@ -62,11 +62,15 @@ export async function openDatabase(
   poolMode: DatabasePoolMode = 'session',
 ): Promise<Database> {
   const database = await openByScheme(databaseUrl, dataDir, poolMode);
-  if (poolMode === 'session') return database;
+  // One election whatever the pool mode (docs/rules.md R68): processes with and without
+  // DATABASE_POOL_MODE=transaction that overlap during a switch-over contend for the same lease row.
   return { ...database, openLockSession: async () => openLeaseSession(database) };
 }
 
-async function openByScheme(databaseUrl: string | undefined, dataDir: string, poolMode: DatabasePoolMode): Promise<Database> {
+/** A database before its lock sessions are attached: the same lease rows on every engine. */
+type Engine = Omit<Database, 'openLockSession'>;
+
+async function openByScheme(databaseUrl: string | undefined, dataDir: string, poolMode: DatabasePoolMode): Promise<Engine> {
   if (databaseUrl?.startsWith('postgres://') || databaseUrl?.startsWith('postgresql://')) {
     return openPostgres(databaseUrl, poolMode === 'session');
   }
@@ -80,46 +84,6 @@ const pgTypes = {
   getTypeParser: (oid: number, format?: string) =>
     oid === INT8_OID ? (value: string) => BigInt(value) : pg.types.getTypeParser(oid, format as 'text'),
 };
-
-/**
- * One bigint key from the schema and the name: deployments that share a server in separate
- * schemas do not block each other, and the two-key space stays the payer locks'.
- */
-const TRY_LOCK_SQL = "SELECT pg_try_advisory_lock(hashtextextended(current_schema() || '/' || $1, 0)) AS locked";
-
-async function openPostgresLockSession(connectionString: string): Promise<LockSession> {
-  // keepAlive: a leader whose server vanished without a FIN notices it and stops leading.
-  const client = new pg.Client({ connectionString, keepAlive: true, types: pgTypes });
-  let ended = false;
-  client.on('error', () => {
-    ended = true;
-  });
-  client.on('end', () => {
-    ended = true;
-  });
-  await client.connect();
-  return {
-    async tryLock(name) {
-      const { rows } = await client.query<{ locked: boolean }>(TRY_LOCK_SQL, [name]);
-      return rows[0]?.locked === true;
-    },
-    async alive() {
-      if (ended) return false;
-      try {
-        await client.query('SELECT 1');
-        return true;
-      } catch {
-        ended = true;
-        return false;
-      }
-    },
-    async close() {
-      if (ended) return;
-      ended = true;
-      await client.end().catch(() => {});
-    },
-  };
-}
 
 /**
  * Statements with parameters go out as named prepared statements, so that each connection parses
@@ -160,7 +124,7 @@ class Unawaited {
 }
 
 /** `namedStatements` false: PgBouncer in transaction mode may run the next statement on a connection that never prepared it. */
-function openPostgres(connectionString: string, namedStatements: boolean): Database {
+function openPostgres(connectionString: string, namedStatements: boolean): Engine {
   const pool = new pg.Pool({
     connectionString,
     max: connectionsMax,
@@ -238,7 +202,6 @@ function openPostgres(connectionString: string, namedStatements: boolean): Datab
         client.release(lost);
       }
     },
-    openLockSession: () => openPostgresLockSession(connectionString),
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     close: () => pool.end(),
   };
@@ -249,7 +212,7 @@ function openPostgres(connectionString: string, namedStatements: boolean): Datab
  * app's run on two cores. Its one connection runs one transaction at a time; statements outside
  * it wait in the thread, as they did in the main thread.
  */
-async function openPglite(dataDir: string | undefined): Promise<Database> {
+async function openPglite(dataDir: string | undefined): Promise<Engine> {
   const thread = await PgliteThread.start(dataDir);
   const query = async <Row>(tx: TransactionId, text: string, params?: readonly unknown[]) => {
     try {
@@ -270,8 +233,6 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
       throw asDatabaseError(error, text);
     });
   };
-  const lockHolders = new Map<string, object>();
-  let closed = false;
   return {
     kind: 'pglite',
     query: (text, params) => run(null, text, params),
@@ -301,34 +262,8 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
         throw asDatabaseError(error, 'COMMIT');
       }
     },
-    openLockSession: async () => openPgliteLockSession(lockHolders, () => closed),
     close: async () => {
-      closed = true;
       await thread.close();
-    },
-  };
-}
-
-/**
- * The single PGlite connection would grant pg_try_advisory_lock to every caller (advisory locks
- * are re-entrant within a session), so the holders are tracked here instead.
- */
-function openPgliteLockSession(holders: Map<string, object>, databaseClosed: () => boolean): LockSession {
-  const session = {};
-  let ended = false;
-  const isAlive = () => !ended && !databaseClosed();
-  return {
-    async tryLock(name) {
-      if (!isAlive()) throw new Error('lock session is closed');
-      const holder = holders.get(name);
-      if (holder !== undefined && holder !== session) return false;
-      holders.set(name, session);
-      return true;
-    },
-    alive: async () => isAlive(),
-    async close() {
-      ended = true;
-      for (const [name, holder] of holders) if (holder === session) holders.delete(name);
     },
   };
 }

@@ -16,10 +16,11 @@ const TAKE_LEASE_SQL = `INSERT INTO leader_leases (name, holder, expires_at)
   RETURNING holder`;
 
 /**
- * A LockSession made of lease rows instead of session advisory locks, for connections that
- * PgBouncer's transaction pooling hands from client to client: a session lock would be held by
- * whichever client the server connection served last. `alive()` renews every lease held and is
- * false once one was lost (it lapsed and another holder took it).
+ * A LockSession made of lease rows, the one election of every engine and pool mode (docs/rules.md
+ * R68). Not session advisory locks: behind PgBouncer's transaction pooling a session lock would be
+ * held by whichever client the server connection served last, and a process in one mode would not
+ * see the lock of a process in the other. `alive()` renews every lease held and is false once one
+ * was lost (it lapsed and another holder took it).
  */
 export function openLeaseSession(sql: Sql, leaseMs: number = LEASE_MS_DEFAULT): LockSession {
   const holder = randomUUID();

@@ -14,17 +14,15 @@ export interface Sql {
 }
 
 /**
- * A database session kept open on purpose, because a session-level advisory lock lives exactly
- * as long as its session: when the process or its connection dies, the lock is released by the
- * server and a standby can take it. On PostgreSQL it is a dedicated connection outside the pool;
- * on PGlite (one connection per process) the locks are kept in memory between the sessions of
- * one database, which is the same guarantee within the only process that can open it.
+ * One contender in a leader election: lease rows in the database (lease-session.ts), the same on
+ * every engine and in either pool mode (docs/rules.md R68), so that every process contends for
+ * the same row whatever its DATABASE_POOL_MODE.
  */
 export interface LockSession {
-  /** pg_try_advisory_lock on this session for `name` (scoped to the current schema). */
+  /** Takes the named lease when it is free, lapsed or already this session's. */
   tryLock(name: string): Promise<boolean>;
-  /** False once the session has ended (closed, or its connection lost): its locks are gone. */
+  /** Renews what it holds; false once a lease was lost (it lapsed and another took it) or the session closed. */
   alive(): Promise<boolean>;
-  /** Ends the session, releasing its locks. */
+  /** Ends the session, handing its leases back at once. */
   close(): Promise<void>;
 }

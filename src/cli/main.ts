@@ -1,19 +1,11 @@
-import { openDatabase } from '../adapters/database.js';
-import { MigrationChangedError, type MigrationStatus, migrate, migrationStatus } from '../adapters/migrations.js';
-import { loadConfig } from '../config.js';
-import { type RunningService, startService } from '../main.js';
-import pino from 'pino';
-import { flushTraces } from '../adapters/tracing.js';
-import { accountsCommand } from './account-commands.js';
-import { adminCommand } from './admin-commands.js';
-import { auditCommand } from './audit-command.js';
-import { reconcileCommand } from './reconcile-command.js';
-import { callCommand } from './call-command.js';
-import { completionCommand } from './completion.js';
+import type { RunningService } from '../main.js';
+import type { MigrationStatus } from '../adapters/migrations.js';
 import { type CliIo, EXIT, processIo, UsageError } from './cli-io.js';
-import { intentsCommand, quoteCommand } from './intent-commands.js';
 import { VERSION } from '../version.js';
-import { policiesCommand } from './policy-commands.js';
+
+// Every command's modules are imported when that command runs, not before: `payorch --version`
+// and `payorch help` load this file and two small ones, not the server, pg and Fastify
+// (test/integration/cli-startup.test.ts holds them under 300 ms).
 
 export { type CliIo, EXIT, processIo } from './cli-io.js';
 
@@ -46,6 +38,10 @@ Usage:
   payorch admin RECORDS get KEY | create BODY | update KEY BODY | delete KEY
                                         RECORDS: fee-rules, routes, limit-rules, auth-policies,
                                         service-keys; delete deactivates (records are kept)
+  payorch admin webhooks dead list [--limit N]
+                                        the webhook events that died after the retry window
+  payorch admin webhooks dead redeliver CURSOR
+                                        send a dead webhook event again
   payorch admin log-level [LEVEL]       read the running process's log level, or switch it
   payorch audit [--since ISO-8601]      the invariant audit of the running service (admin key)
   payorch reconcile --date YYYYMMDD     reconcile the provider's statement of that Bangkok day; exit 4
@@ -99,6 +95,12 @@ export function commandUsage(command: string): string | null {
  * gracefully, rather than killing a half-started process. A start that fails is one JSON line.
  */
 async function serve(): Promise<number> {
+  const [{ startService }, { loadConfig }, { flushTraces }, { default: pino }] = await Promise.all([
+    import('../main.js'),
+    import('../config.js'),
+    import('../adapters/tracing.js'),
+    import('pino'),
+  ]);
   const config = loadConfig();
   const startLog = pino({ level: config.logLevel });
   const aborted = new AbortController();
@@ -146,6 +148,11 @@ async function serve(): Promise<number> {
 async function migrateCommand(args: readonly string[], io: CliIo): Promise<number> {
   const statusOnly = args[0] === '--status';
   if (args.length > (statusOnly ? 1 : 0)) throw new UsageError('usage: payorch migrate [--status]');
+  const [{ loadConfig }, { openDatabase }, { MigrationChangedError, migrate, migrationStatus }] = await Promise.all([
+    import('../config.js'),
+    import('../adapters/database.js'),
+    import('../adapters/migrations.js'),
+  ]);
   const config = loadConfig();
   const db = await openDatabase(config.databaseUrl, config.dataDir, config.databasePoolMode);
   try {
@@ -177,23 +184,23 @@ async function dispatch(command: string, args: string[], io: CliIo): Promise<num
     case 'migrate':
       return migrateCommand(args, io);
     case 'call':
-      return callCommand(args, io);
+      return (await import('./call-command.js')).callCommand(args, io);
     case 'intents':
-      return intentsCommand(args, io);
+      return (await import('./intent-commands.js')).intentsCommand(args, io);
     case 'quote':
-      return quoteCommand(args, io);
+      return (await import('./intent-commands.js')).quoteCommand(args, io);
     case 'accounts':
-      return accountsCommand(args, io);
+      return (await import('./account-commands.js')).accountsCommand(args, io);
     case 'policies':
-      return policiesCommand(args, io);
+      return (await import('./policy-commands.js')).policiesCommand(args, io);
     case 'admin':
-      return adminCommand(args, io);
+      return (await import('./admin-commands.js')).adminCommand(args, io);
     case 'audit':
-      return auditCommand(args, io);
+      return (await import('./audit-command.js')).auditCommand(args, io);
     case 'reconcile':
-      return reconcileCommand(args, io);
+      return (await import('./reconcile-command.js')).reconcileCommand(args, io);
     case 'completion':
-      return completionCommand(args, io);
+      return (await import('./completion.js')).completionCommand(args, io);
     default:
       throw new UsageError(`unknown command: ${command}`);
   }

@@ -1,4 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { ageSampler } from './age-metrics.js';
 import type { PoolStats, Sql } from '../adapters/database.js';
 import type { Ledger } from '../ledger/ledger.js';
 import type { AttemptOutcome, CircuitBreaker, PspxOperation } from '../adapters/pspx/pspx-client.js';
@@ -244,6 +245,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       webhookSampler(options.sql, registers),
       eventFeedSampler(options.sql, registers),
       reconciliationSampler(options.sql, registers),
+      ageSampler(options.sql, registers),
     );
 
   return {

@@ -21,10 +21,10 @@ import { INTENT_ID_ATTRIBUTE, inSpan, withIntentIds } from '../adapters/tracing.
  * a reservation (AUTHORIZED or MANUAL_REVIEW → SETTLED), void_pending releases one (→ FAILED).
  * Each job's ledger call, status change, audit row and completion commit in one transaction.
  *
- * Exactly one active instance (docs/rules.md, Outbox): the leader holds a
- * session-level advisory lock on a connection of its own; the others stay standby and try the
- * lock on every tick, so one of them takes over as soon as the leader's session ends (stop, crash,
- * lost connection). Correctness does not rest on the election alone: a job is locked (SKIP LOCKED)
+ * Exactly one active instance (docs/rules.md, Outbox, R68): the leader holds a lease row and
+ * renews it on every tick; the others stay standby and try it on every tick, so one of them takes
+ * over as soon as the leader hands it back (stop) or it lapses (crash, lost connection: at most
+ * LEASE_MS_DEFAULT). Correctness does not rest on the election alone: a job is locked (SKIP LOCKED)
  * and re-checked open inside its transaction, so a leader that lost its session mid-job and the
  * new leader cannot both carry it out.
  */
@@ -41,7 +41,7 @@ export interface OutboxWorkerSettings {
   readonly backoffCapMs: number;
   /** Pending transfers released per run by ledger.expirePendingTransfers. */
   readonly expiryBatchSizeMax: number;
-  /** The advisory lock's name; one per deployment (the lock is also scoped to the schema). */
+  /** The lease's name; one per deployment and schema. */
   readonly lockName: string;
 }
 

@@ -137,7 +137,7 @@ describe('operator console in Chromium', () => {
     const { page, problems } = await signedInPage();
     try {
       await page.goto(`${baseUrl}/console#/intents/${id}`);
-      const form = page.getByRole('form', { name: `Resolve intent ${id.slice(0, 8)}` });
+      const form = page.getByRole('form', { name: `Resolve intent ${id}` });
       await form.getByRole('button', { name: 'Resolve FAILED' }).click();
       await form.getByRole('alert').filter({ hasText: 'Give a reason' }).waitFor();
       expect((await intentOf(t, id)).status).toBe('MANUAL_REVIEW');

@@ -411,6 +411,12 @@ describe('retries: 5xx and network errors only, with the same idempotency key', 
     expect((error as PayorchConnectionError).attempts).toBe(3);
   });
 
+  it("the README's `retry: { attemptsMax: 1 }` alone turns retries off (the base delay keeps its default)", async () => {
+    const read = recordingFetch(() => Promise.resolve(unavailable()));
+    const failed = await rejection(clientFor('wallet-api', { fetch: read.stub, retry: { attemptsMax: 1 } }).intents.get(randomUUID()));
+    expect([failed.status, read.calls.length]).toEqual([503, 1]);
+  });
+
   it('a retry policy out of range is refused at construction', () => {
     expect(() => clientFor('wallet-api', { retry: { attemptsMax: 0, baseDelayMs: 1 } })).toThrow(RangeError);
   });

@@ -64,6 +64,7 @@ function metricNames(expr: string): string[] {
   return [...selectors.matchAll(/\b((?:payorch|nodejs|process)_[a-z0-9_]+|up)\b(?!\s*\()/g)].map((match) => match[1] ?? '');
 }
 
+const DEPLOY_ADMIN_TOKEN = 'deploy-files-admin-token';
 let service: ServiceProcess;
 let exposed: Set<string>;
 let dropSchema = async () => {};
@@ -85,6 +86,7 @@ beforeAll(async () => {
       // A balance check soon after the start: its PSPX call and result have series in /metrics.
       BALANCE_MONITOR_INTERVAL_MS: '100',
       AUTH_FAILURE_BURST: '1',
+      ADMIN_TOKEN: DEPLOY_ADMIN_TOKEN,
     },
     STARTUP_MS_MAX,
   );
@@ -94,6 +96,17 @@ beforeAll(async () => {
   expect(topUp.status).toBe(201);
   const pay = { idempotencyKey: randomUUID(), operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: 9102 };
   expect((await call('POST', '/intents', pay, 9101)).status).toBe(201);
+  // An audit and a webhook service: the audit gauges and a feed reader's lag have series then.
+  const admin = { authorization: `Bearer ${DEPLOY_ADMIN_TOKEN}` };
+  expect((await fetch(`${service.url}/admin/audit`, { headers: admin })).status).toBe(200);
+  const key = (await (await fetch(`${service.url}/admin/service-keys/wallet-api`, { headers: admin })).json()) as { permissions: object };
+  const webhook = { permissions: { ...key.permissions, webhook: { url: 'https://hooks.example.com/payorch' } } };
+  const patched = await fetch(`${service.url}/admin/service-keys/wallet-api`, {
+    method: 'PATCH',
+    headers: { ...admin, 'content-type': 'application/json' },
+    body: JSON.stringify(webhook),
+  });
+  expect(patched.status).toBe(200);
   const unsigned = () => fetch(`${service.url}/intents`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
   expect((await unsigned()).status).toBe(401);
   const refusals = [];

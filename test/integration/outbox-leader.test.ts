@@ -1,7 +1,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../src/adapters/database.js';
 import { openLeaseSession } from '../../src/adapters/lease-session.js';
-import { testPoolMode } from '../support/database.js';
+import { createTestSchema, testPoolMode } from '../support/database.js';
+import { openDatabase } from '../../src/adapters/database.js';
+import { migrate } from '../../src/adapters/migrations.js';
 import { createPspxClient } from '../../src/adapters/pspx/pspx-client.js';
 import { StatusPublisher } from '../../src/domain/intents/store/status-publisher.js';
 import { createOutboxWorker, OUTBOX_DEFAULTS, type OutboxWorker } from '../../src/workers/outbox-worker.js';
@@ -68,13 +70,7 @@ async function expectSettledOnce(ids: readonly string[]): Promise<void> {
   expect(rows.map((row) => row.attempts)).toEqual(ids.map(() => 1));
 }
 
-const electionKind =
-  testPoolMode === 'transaction'
-    ? 'DATABASE_POOL_MODE=transaction: a lease row'
-    : onPostgres
-      ? 'PostgreSQL: advisory lock on a dedicated connection'
-      : 'PGlite: one process, locks tracked per session';
-describe(`outbox leader election (${electionKind})`, () => {
+describe(`outbox leader election (a lease row, on ${onPostgres ? 'PostgreSQL' : 'PGlite'}, pool mode ${testPoolMode})`, () => {
   it('a lock session holds its lock alone until it ends, then another session gets it', async () => {
     const first = await t.db.openLockSession();
     const second = await t.db.openLockSession();
@@ -127,36 +123,29 @@ describe(`outbox leader election (${electionKind})`, () => {
   });
 
   it.runIf(onPostgres && testPoolMode === 'session')(
-    'the standby takes over when the leader’s connection dies (pg_terminate_backend)',
+    'processes with and without DATABASE_POOL_MODE=transaction overlapping (a switch-over): one leader, and the other takes over when it stops',
     async () => {
-      const a = outboxWorker('test.outbox.kill');
-      const b = outboxWorker('test.outbox.kill');
-      expect((await a.runOnce()).leader).toBe(true);
-      expect((await b.runOnce()).leader).toBe(false);
-      const holders = async () =>
-        (
-          await t.db.query<{ pid: number }>(
-            `WITH k AS (SELECT hashtextextended(current_schema() || '/' || 'test.outbox.kill', 0) AS key)
-           SELECT l.pid FROM pg_locks l, k
-            WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-              AND l.classid = ((k.key >> 32) & 4294967295)::oid AND l.objid = (k.key & 4294967295)::oid`,
-          )
-        ).rows.map((row) => row.pid);
-      const [leaderPid, ...others] = await holders();
-      expect(others).toEqual([]);
-      expect(leaderPid).toBeDefined();
-
-      await t.db.query('SELECT pg_terminate_backend($1)', [leaderPid]);
-      const ids = await confirmedPayouts(2);
-      // The old leader notices on its next run and stands down; the standby's next try wins.
-      expect(await a.runOnce()).toMatchObject({ leader: false, jobsDone: 0 });
-      expect(log.events('outbox_leadership_lost').length).toBeGreaterThan(0);
-      expect(await b.runOnce()).toMatchObject({ leader: true, jobsDone: 2 });
-      expect((await a.runOnce()).leader).toBe(false);
-      const now = await holders();
-      expect(now).toHaveLength(1);
-      expect(now[0]).not.toBe(leaderPid);
-      await expectSettledOnce(ids);
+      // Two pools as two processes have them, one per pool mode, on one schema of their own.
+      const scoped = await createTestSchema(process.env.DATABASE_URL ?? '', 'leader_modes');
+      const bySession = await openDatabase(scoped.url, '', 'session');
+      const byTransaction = await openDatabase(scoped.url, '', 'transaction');
+      try {
+        await migrate(bySession);
+        const inSession = outboxWorker('test.outbox.modes', bySession);
+        const inTransaction = outboxWorker('test.outbox.modes', byTransaction);
+        const rounds = [];
+        for (let round = 0; round < 4; round += 1) rounds.push(await Promise.all([inSession.runOnce(), inTransaction.runOnce()]));
+        const leaders = rounds.map(([a, b]) => Number(a.leader) + Number(b.leader));
+        expect(leaders).toEqual([1, 1, 1, 1]);
+        const [leader, standby] = rounds[0]?.[0]?.leader === true ? [inSession, inTransaction] : [inTransaction, inSession];
+        await leader.stop();
+        expect((await standby.runOnce()).leader).toBe(true);
+      } finally {
+        await Promise.all(started.splice(0).map((worker) => worker.stop()));
+        await bySession.close();
+        await byTransaction.close();
+        await scoped.drop();
+      }
     },
   );
 });
@@ -167,7 +156,7 @@ async function expireLease(name: string): Promise<void> {
   expect(expired.rowCount).toBe(1);
 }
 
-describe('outbox leadership as a lease row (what DATABASE_POOL_MODE=transaction uses, on every engine)', () => {
+describe('outbox leadership as a lease row (every engine, either pool mode)', () => {
   it('a lease is held alone, renewed by its holder, and taken over once it lapses; the old holder learns it lost it', async () => {
     const first = openLeaseSession(t.db);
     const second = openLeaseSession(t.db);
@@ -190,9 +179,8 @@ describe('outbox leadership as a lease row (what DATABASE_POOL_MODE=transaction 
   });
 
   it('the standby worker takes over the jobs when the leader’s lease lapses, and the old leader stands down', async () => {
-    const leased: Database = { ...t.db, openLockSession: async () => openLeaseSession(t.db) };
-    const a = outboxWorker('test.outbox.lease', leased);
-    const b = outboxWorker('test.outbox.lease', leased);
+    const a = outboxWorker('test.outbox.lease');
+    const b = outboxWorker('test.outbox.lease');
     expect((await a.runOnce()).leader).toBe(true);
     expect((await b.runOnce()).leader).toBe(false);
     const ids = await confirmedPayouts(2);

@@ -1,5 +1,7 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,8 +12,10 @@ import { buildIfStale, type ServiceProcess, spawnService } from '../support/serv
 /**
  * What the container image does, without Docker: the package as `npm pack` makes it, installed
  * with production dependencies only (`--omit=dev`, as the Dockerfile's runtime stage), starts
- * `payorch serve` and answers. A runtime import of a dev dependency, or a file the package does
- * not ship, fails here.
+ * `payorch serve` and answers, also with tracing on (OTEL_EXPORTER_OTLP_ENDPOINT, a local OTLP
+ * receiver). A runtime import of a dev dependency, a file the package does not ship, or an
+ * OpenTelemetry set that resolves differently from the lockfile (docs/OPERATIONS.md, Dependency
+ * versions) fails here.
  */
 
 const run = promisify(execFile);
@@ -21,6 +25,8 @@ const STARTUP_MS_MAX = 60_000;
 
 let dir: string;
 let service: ServiceProcess | undefined;
+let traced: ServiceProcess | undefined;
+let receiver: Server | undefined;
 
 beforeAll(async () => {
   await buildIfStale();
@@ -36,8 +42,11 @@ beforeAll(async () => {
 }, 300_000);
 
 afterAll(async () => {
-  service?.child.kill('SIGTERM');
-  await service?.exited;
+  for (const running of [service, traced]) {
+    running?.child.kill('SIGTERM');
+    await running?.exited;
+  }
+  receiver?.close();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -54,5 +63,43 @@ describe('the packed package installed with --omit=dev', () => {
     const live = await fetch(`${service.url}/livez`);
     expect(live.status).toBe(200);
     expect(((await live.json()) as { status: string }).status).toBe('ok');
+  });
+
+  it('resolves the OpenTelemetry set at the lockfile versions, and `serve` with OTEL_EXPORTER_OTLP_ENDPOINT starts and exports traces', async () => {
+    const lock = JSON.parse(await readFile(join(root, 'package-lock.json'), 'utf8')) as { packages: Record<string, { version?: string }> };
+    const otelPackages = Object.keys(lock.packages).filter((path) => /^node_modules\/@opentelemetry\/[^/]+$/.test(path));
+    expect(otelPackages.length).toBeGreaterThan(5);
+    for (const path of otelPackages) {
+      const installed = JSON.parse(await readFile(join(dir, path, 'package.json'), 'utf8').catch(() => '{}')) as { version?: string };
+      const expected = lock.packages[path]?.version;
+      // A dev-only package (none today) would be absent from the --omit=dev install.
+      if (installed.version !== undefined) expect(`${path}@${installed.version}`).toBe(`${path}@${expected}`);
+    }
+    const exports: string[] = [];
+    receiver = createServer((request, response) => {
+      exports.push(`${request.method} ${request.url}`);
+      request.resume();
+      request.on('end', () => response.writeHead(200, { 'content-type': 'application/json' }).end('{}'));
+    });
+    await new Promise<void>((resolve) => receiver?.listen(0, '127.0.0.1', resolve));
+    const { port } = receiver.address() as AddressInfo;
+    traced = await spawnService(
+      {
+        DATABASE_URL: 'memory://',
+        REDIS_URL: '',
+        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_BSP_SCHEDULE_DELAY: '100',
+      },
+      STARTUP_MS_MAX,
+      join(dir, 'node_modules/payorch/bin/payorch.js'),
+    );
+    // A traced route (probes are not traced): a read without the admin token is refused, and its span is exported.
+    const refused = await fetch(`${traced.url}/admin/webhooks/dead`);
+    expect(refused.status).toBe(401);
+    const deadline = Date.now() + 10_000;
+    while (!exports.includes('POST /v1/traces') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(exports).toContain('POST /v1/traces');
+    expect(traced.logs.join('\n')).not.toMatch(/SyntaxError|not found|Error \[ERR_/);
   });
 });

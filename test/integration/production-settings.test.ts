@@ -85,6 +85,10 @@ describe('production refuses unsafe settings', () => {
     ['ADMIN_TOKEN of 31 characters', { ADMIN_TOKEN: 'a'.repeat(31) }, /^ADMIN_TOKEN is shorter than 32/],
     ['ADMIN_TOKEN with the placeholder', { ADMIN_TOKEN: `${'a'.repeat(32)}change-me` }, /^ADMIN_TOKEN is a demo secret/],
     ['PSPX_URL unset without PSPX_SIMULATOR=1', { PSPX_SIMULATOR: undefined }, /^PSPX_URL is unset/],
+    ['PSPX_URL without a scheme', { PSPX_URL: 'pspx.example:8443' }, /^PSPX_URL is not an absolute http/],
+    ['PSPX_URL that is not a URL', { PSPX_URL: 'https//pspx example' }, /^PSPX_URL is not an absolute http/],
+    ['PSPX_URL of another scheme', { PSPX_URL: 'ftp://pspx.example' }, /^PSPX_URL is not an absolute http/],
+    ['PSPX_URL with credentials', { PSPX_URL: 'https://user:pw@pspx.example' }, /^PSPX_URL is not an absolute http/],
     ['METRICS_TOKEN unset', { METRICS_TOKEN: undefined }, /^METRICS_TOKEN is unset/],
     ['METRICS_TOKEN of 31 bytes', { METRICS_TOKEN: 'm'.repeat(31) }, /^METRICS_TOKEN is shorter than 32 bytes/],
     [

@@ -1,3 +1,4 @@
+import { LEASE_MS_DEFAULT } from '../../src/adapters/lease-session.js';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance } from 'fastify';
@@ -329,7 +330,8 @@ describe(`two instances on one database (${asProcesses ? 'two processes, Postgre
     expect(a.elections() + b.elections()).toBe(1);
     const [leader, standby] = a.elections() === 1 ? [a, b] : [b, a];
     await leader.kill();
-    await waitFor(() => standby.elections() === 1, 15_000, 'the standby to take over');
+    // A killed leader cannot hand its lease back: the standby takes over once it lapses (docs/rules.md R68).
+    await waitFor(() => standby.elections() === 1, LEASE_MS_DEFAULT + 10_000, 'the standby to take over');
     const id = await payout(standby, '0810000222');
     await waitFor(
       async () => (await call(standby, 'GET', `/intents/${id}`)).body.status === 'SETTLED',
@@ -340,5 +342,5 @@ describe(`two instances on one database (${asProcesses ? 'two processes, Postgre
     expect(rows[0]?.n).toBe(0n);
     const audit = await runAudit(cluster.db);
     expect(audit.violations.map(formatViolation)).toEqual([]);
-  }, 60_000);
+  }, 90_000);
 });

@@ -12,6 +12,7 @@ import { applyConfig } from '../../src/domain/bootstrap/apply-config.js';
 import type { ConfigFile } from '../../src/domain/bootstrap/config-file.js';
 import { messageSignedHeaders } from '../../src/domain/auth/message-signing.js';
 import { signedHeaders } from '../../src/domain/auth/signing.js';
+import { logServiceKeyDecisions } from '../../src/domain/bootstrap/service-key-owner.js';
 import type { Ledger } from '../../src/ledger/ledger.js';
 import { SqlLedger } from '../../src/ledger/sql-ledger.js';
 import { createFeeEngine } from '../../src/domain/rules/fees/index.js';
@@ -77,7 +78,7 @@ export async function startTestApp(
     ...loadConfig({ QR_SIGNING_SECRET: 'test-qr-secret', ADMIN_TOKEN: 'test-admin-token', AUTH_FAILURE_BURST: '1000000', ...options.env }),
     file,
   };
-  await applyConfig(db, ledger, file);
+  const keyDecisions = await applyConfig(db, ledger, file);
   // With REDIS_URL set (the CI's second pass) live messages go through Redis, as in production.
   const broker = options.broker ?? createBroker(process.env.REDIS_URL);
   const shared = options.shared ?? createSharedState(process.env.REDIS_URL, `payorch-test-${randomBytes(6).toString('hex')}:`);
@@ -97,6 +98,8 @@ export async function startTestApp(
     ...(options.logStream === undefined ? {} : { logger: { level: 'info', stream: options.logStream } }),
     ...(options.reloadSecrets === undefined ? {} : { reloadSecrets: options.reloadSecrets }),
   });
+  // As the start does (src/main.ts), once the logger exists.
+  logServiceKeyDecisions(app.log, keyDecisions);
   const errorAnswers = recordErrorAnswers(app);
   await app.ready();
   const testApp: TestApp = {

@@ -60,7 +60,7 @@ export type PayorchClientOptions = PayorchCredentials & {
   /** Defaults to the global fetch; tests pass a stub. */
   readonly fetch?: typeof fetch;
   /** Defaults to DEFAULT_RETRY (3 attempts, 200 ms base). `{attemptsMax: 1}` turns retries off. */
-  readonly retry?: RetryPolicy;
+  readonly retry?: Partial<RetryPolicy>;
   /** Per attempt. */
   readonly timeoutMs?: number;
   /** Waits between attempts; tests may pass one that records the delays. */
@@ -142,7 +142,8 @@ export function createPayorchClient(options: PayorchClientOptions): PayorchClien
           }
         : { kind: 'bearer', token: options.adminToken },
     fetch: options.fetch ?? globalThis.fetch,
-    retry: checkRetryPolicy(options.retry ?? DEFAULT_RETRY),
+    // A field left out keeps its default: `{ attemptsMax: 1 }` alone turns retries off.
+    retry: checkRetryPolicy({ ...DEFAULT_RETRY, ...options.retry }),
     timeoutMs: options.timeoutMs ?? REQUEST_TIMEOUT_MS,
     sleep: options.sleep ?? sleepMs,
   });

@@ -4,6 +4,7 @@ import { transferId } from '../intents/money/money-path.js';
 import { ALLOWED_TRANSITIONS, PSP_INITIAL_SUB_STATE, PSP_TRANSITIONS } from '../intents/store/state-machine.js';
 import { CHANNELS, INTENT_STATUSES, type IntentStatus, UNOWNED_ACCOUNT_TYPES } from '../model.js';
 import { CHANNEL_BEHAVIOUR } from '../channels/channels.js';
+import { recordAuditRun } from './last-run.js';
 
 /**
  * The invariant audit: what must hold between the ledger and the service's own records at any
@@ -48,10 +49,12 @@ type Check = (sql: Sql, context: Context) => Promise<AuditViolation[]>;
  * and GET /admin/audit run.
  */
 export async function runAudit(db: Database, options: AuditOptions = {}): Promise<AuditResult> {
-  return db.transaction(async (tx) => {
+  const result = await db.transaction(async (tx) => {
     await tx.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY');
     return auditInvariants(tx, options);
   });
+  await recordAuditRun(db, result);
+  return result;
 }
 
 /** The audit on the caller's executor (a transaction it already holds, or a quiet database in tests). */

@@ -3,26 +3,28 @@ import type { Ledger } from '../../ledger/ledger.js';
 import { SYSTEM_ACCOUNTS } from '../accounts/account-names.js';
 import { createAccount } from '../accounts/accounts.js';
 import type { ConfigFile } from './config-file.js';
+import { applyServiceKeys, type ServiceKeyDecision } from './service-key-owner.js';
+
+export type { ServiceKeyDecision } from './service-key-owner.js';
 
 /**
  * Brings a migrated database to the state the config describes (docs/rules.md, CONFIG_FILE): system
- * accounts and config accounts exist, service keys are upserted, and rule tables are seeded only
- * when empty, so that changes made through the admin API survive a restart.
+ * accounts and config accounts exist, service keys are seeded when absent and overwritten only when
+ * their CONFIG_FILE entry itself changed (docs/rules.md R67), and rule tables are seeded only when
+ * empty, so that changes made through the admin API survive a restart. Returns what it decided
+ * about service keys, for the caller to log once its logger exists.
  */
-export async function applyConfig(db: Database, ledger: Ledger, file: ConfigFile): Promise<void> {
-  await db.transaction(async (tx) => {
+export async function applyConfig(db: Database, ledger: Ledger, file: ConfigFile): Promise<ServiceKeyDecision[]> {
+  return db.transaction(async (tx) => {
+    // Processes that start together (an api and a workers process) apply the file one after the other.
+    await tx.query("SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || '/payorch.config-file', 0))");
     for (const account of SYSTEM_ACCOUNTS) await createAccount(tx, ledger, { ...account, userId: null });
     for (const account of file.accounts ?? []) {
       await createAccount(tx, ledger, { name: account.accountName, type: account.accountType, userId: account.userId ?? null });
     }
-    for (const key of file.serviceKeys) {
-      await tx.query(
-        `INSERT INTO service_keys (service_id, active, permissions) VALUES ($1, $2, $3)
-         ON CONFLICT (service_id) DO UPDATE SET active = EXCLUDED.active, permissions = EXCLUDED.permissions, updated_at = now()`,
-        [key.serviceId, key.active ?? true, JSON.stringify(key.permissions)],
-      );
-    }
+    const decisions = await applyServiceKeys(tx, file);
     await seedRules(tx, file);
+    return decisions;
   });
 }
 
