@@ -19,6 +19,8 @@ import { CancelBody, CancelResult, ConfirmBody, ConfirmResult } from './routes/i
 import { EvaluateBody, EvaluateResponse } from './routes/policies.js';
 import { Registration } from './routes/pspx-wallets.js';
 import { ErrorResponse, HistoryEntry } from './schemas.js';
+import { RefundBody } from '../domain/refunds/refund-request.js';
+import { RefundList, RefundView } from '../domain/refunds/refund-store.js';
 
 /**
  * The shapes the OpenAPI document names under components.schemas, by the names of the client's
@@ -44,6 +46,9 @@ export const COMPONENT_SCHEMAS: Readonly<Record<string, TSchema>> = {
   ConfirmResult,
   CancelRequest: CancelBody,
   CancelResult,
+  RefundCreateRequest: RefundBody,
+  Refund: RefundView,
+  Refunds: RefundList,
   AccountCreateRequest: CreateAccountBody,
   Account,
   EntityAccount,

@@ -91,6 +91,39 @@ export interface Intent {
   readonly version: number;
   readonly createdAt: string;
   readonly updatedAt: string;
+  /** The sum of the intent's SETTLED refunds (GET /intents/{id} only). */
+  readonly refundedAmount?: Money;
+}
+
+/** POST /intents/{id}/refunds (docs/rules.md R57). Without an idempotencyKey the client makes one. */
+export interface RefundCreateRequest {
+  readonly idempotencyKey?: string;
+  /** Satang; absent: all that remains refundable. */
+  readonly amount?: number;
+  /** 1–100 characters. */
+  readonly reason: string;
+  /** Also return the original's fees, in proportion (default false). */
+  readonly refundFees?: boolean;
+  readonly metadata?: Readonly<Record<string, unknown>>;
+}
+
+export interface Refund {
+  readonly refundId: string;
+  readonly intentId: string;
+  readonly amount: Money;
+  readonly feeAmount: Money;
+  readonly currency: string;
+  readonly status: 'SETTLED' | 'FAILED';
+  readonly reason: string;
+  readonly failureReason: string | null;
+  readonly requestedByUserId: number;
+  readonly metadata: Readonly<Record<string, unknown>>;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+}
+
+export interface Refunds {
+  readonly refunds: readonly Refund[];
 }
 
 export interface IntentEvent {
@@ -513,6 +546,10 @@ export interface WebhookRedelivery {
 export interface FeedEvent {
   /** Opaque; pass it as `after` to go on right behind this event. Store it to resume later. */
   readonly cursor: string;
+  /** `intent`: a status change of the intent; `refund`: a refund of it (statusFrom null, statusTo the refund's status, amount the refund's). */
+  readonly type: 'intent' | 'refund';
+  /** On refund events only. */
+  readonly refundId?: string;
   readonly intentId: string;
   readonly operationType: OperationType;
   /** null for the creation. */

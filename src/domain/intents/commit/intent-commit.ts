@@ -318,7 +318,7 @@ function closeBatch(tx: Tx, closing: readonly Closing[]): void {
      INSERT INTO transactions (intent_id, account_name, user_id, operation_type, direction, amount, fee_amount, currency)
      SELECT x.id, h.account_name, h.user_id, x.operation_type, h.direction, h.amount, h.fee_amount, x.currency
        FROM items x, jsonb_to_recordset(x.history) AS h (account_name text, user_id bigint, direction text, amount bigint, fee_amount bigint)
-     ON CONFLICT (intent_id, account_name, direction) DO NOTHING`,
+     ON CONFLICT (intent_id, account_name, direction) WHERE refund_id IS NULL DO NOTHING`,
     [JSON.stringify(items)],
   );
   const dropped = closing.filter((c) => c.action === 'drop').map((c) => c.item.intent.id);
