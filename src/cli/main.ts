@@ -10,6 +10,7 @@ import { callCommand } from './call-command.js';
 import { completionCommand } from './completion.js';
 import { type CliIo, EXIT, processIo, UsageError } from './cli-io.js';
 import { intentsCommand, quoteCommand } from './intent-commands.js';
+import { refundsCommand } from './refund-commands.js';
 import { VERSION } from '../version.js';
 import { policiesCommand } from './policy-commands.js';
 
@@ -33,6 +34,9 @@ Usage:
   payorch intents events ID
   payorch intents watch ID [--interval-ms N] [--timeout-s N] [--poll]
                                         print each new status until a final one or MANUAL_REVIEW
+  payorch refunds create INTENT_ID --user N --reason TEXT [--amount N] [--refund-fees]
+                         [--metadata JSON] [--key UUID]
+  payorch refunds list INTENT_ID        the intent's refunds, oldest first
   payorch quote [BODY] --type T --amount N [--currency C] [--metadata JSON]
   payorch accounts create USER_ID [--entity user|merchant|agent]
   payorch accounts balance NAME
@@ -139,6 +143,8 @@ async function dispatch(command: string, args: string[], io: CliIo): Promise<num
       return callCommand(args, io);
     case 'intents':
       return intentsCommand(args, io);
+    case 'refunds':
+      return refundsCommand(args, io);
     case 'quote':
       return quoteCommand(args, io);
     case 'accounts':
