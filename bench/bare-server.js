@@ -3,7 +3,7 @@
 // node bench/bare-server.js <config.json>  → prints the address, serves until killed.
 import { readFileSync } from 'node:fs';
 import Fastify from 'fastify';
-import { signatureMatches } from '../dist/domain/signing.js';
+import { signatureMatches } from '../dist/domain/auth/signing.js';
 
 const [configFile] = process.argv.slice(2);
 if (configFile === undefined) throw new Error('usage: node bench/bare-server.js <config.json>');

@@ -6,11 +6,11 @@
 // `eventLoopUs`: the part of it this thread's event loop was busy, what the service pays).
 // node bench/fee-eval.js '<json options>'  → one JSON line on stdout.
 import { performance } from 'node:perf_hooks';
-import { createFeeEngine, createLocalFeeEngine } from '../dist/domain/fees/index.js';
+import { createFeeEngine, createLocalFeeEngine } from '../dist/domain/rules/fees/index.js';
 
-/** @typedef {import('../dist/domain/fees/index.js').FeeRule} FeeRule */
-/** @typedef {import('../dist/domain/fees/index.js').FeeContext} FeeContext */
-/** @typedef {import('../dist/domain/fees/index.js').FeeResult} FeeResult */
+/** @typedef {import('../dist/domain/rules/fees/index.js').FeeRule} FeeRule */
+/** @typedef {import('../dist/domain/rules/fees/index.js').FeeContext} FeeContext */
+/** @typedef {import('../dist/domain/rules/fees/index.js').FeeResult} FeeResult */
 /**
  * What the run prints: its JSON line on stdout.
  * @typedef {{ rules: number, iterations: number, medianUs: number, p99Us: number, hopMedianUs: number, loadedUs: number, eventLoopUs: number, inThreadMedianUs: number, timeouts: number }} FeeEvalResult
@@ -82,7 +82,7 @@ async function timed(evaluate) {
 
 /** Per intent when IN_FLIGHT evaluations are under way at once, as in a loaded service: wall time over count. */
 const IN_FLIGHT = 32;
-/** @param {import('../dist/domain/fees/index.js').FeeEngine} engine */
+/** @param {import('../dist/domain/rules/fees/index.js').FeeEngine} engine */
 async function loadedUsPerIntent(engine) {
   const count = warmup + iterations;
   let next = 0;

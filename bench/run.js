@@ -2,7 +2,7 @@
 //
 // --only runs some sections (p2p, latency, invoice, invoice-rates, floors, floor-batch, hot-payee,
 // cpu, replays, refusals, policies, stored, soak, pglite, pglite-refusals, pglite-replays; docs/PERFORMANCE.md,
-// How to run) for a
+// Reproducing the figures) for a
 // quick A/B of one change; it writes bench/results/partial-<time>.json and leaves latest.json and
 // the chart to full runs.
 //
@@ -154,20 +154,20 @@ const USER_BALANCE = 100_000_000;
 const SATURATION_CONCURRENCY = [16, 32, 64, 128];
 /**
  * PGlite's pass: 8 in flight, as every run before 2026-11-26 measured it, and the loads a user
- * trying a realistic load sends, where group commit fills its batches (docs/PERFORMANCE.md).
+ * trying a realistic load sends, where group commit fills its batches (docs/design.md#hot-group-commit).
  */
 const PGLITE_SATURATION_CONCURRENCY = [8, 32, 64];
 /**
  * The refusal sections: this share of the payments comes from payers who have no money, at the
  * in-flight levels where group commit's batches are large. A refused transfer is an everyday
- * answer, and a batch that holds one cannot commit the way one without does (docs/PERFORMANCE.md).
+ * answer, and a batch that holds one cannot commit the way one without does (docs/design.md#hot-ledger-bet).
  */
 const REFUSED_SHARES = [0.05, 0.2];
 const PGLITE_REFUSAL_CONCURRENCY = [32, 64];
 /**
  * The replay sections: this share of the requests retries the worker's previous payment (same key
  * and body), as clients do whose answers were lost. A retry is answered from the stored intent,
- * and a batch that holds one cannot commit the way one without does (docs/PERFORMANCE.md).
+ * and a batch that holds one cannot commit the way one without does (docs/design.md#hot-ledger-bet).
  */
 const REPLAY_SHARE = 0.05;
 /** Alternated pairs of the stored phase (one side 200,000+ intents, the other none). */
@@ -1154,7 +1154,7 @@ async function pglitePass(base, secret, configFile) {
  * @param {number} balance satang each; 0: no top-up
  */
 async function runSetup(url, secret, [first, count], balance) {
-  const { signedHeaders } = await import('../dist/domain/signing.js');
+  const { signedHeaders } = await import('../dist/domain/auth/signing.js');
   /**
    * @param {string} path
    * @param {object} body
@@ -1239,7 +1239,7 @@ function summarize(r) {
 }
 
 /**
- * The figures the second round of performance work is judged by (docs/PERFORMANCE.md), null
+ * The figures the second round of performance work is judged by (docs/PERFORMANCE.md, Current figures), null
  * where their section did not run: a partial run prints them too.
  * @param {BenchResults} r
  */

@@ -14,17 +14,17 @@ import { createHash, randomUUID } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 import { performance } from 'node:perf_hooks';
 import { openDatabase } from '../dist/adapters/database.js';
-import { findAccountsByName } from '../dist/domain/accounts.js';
+import { findAccountsByName } from '../dist/domain/accounts/accounts.js';
 import { historyRows } from '../dist/domain/intents/create/create-intent.js';
 import { commitBatch } from '../dist/domain/intents/commit/intent-commit.js';
 import { reserveTransfer, settleTransfers } from '../dist/domain/intents/money/money-path.js';
-import { limitChecks, loadLimitRules } from '../dist/domain/limits.js';
+import { limitChecks, loadLimitRules } from '../dist/domain/rules/limits.js';
 import { ledgerAccountId } from '../dist/ledger/account-id.js';
 import { TransferFlags } from '../dist/ledger/ledger.js';
 import { SqlLedger } from '../dist/ledger/sql-ledger.js';
 
 /** @typedef {import('../dist/domain/intents/commit/intent-commit.js').IntentCommit} IntentCommit */
-/** @typedef {import('../dist/domain/accounts.js').AccountRecord} AccountRecord */
+/** @typedef {import('../dist/domain/accounts/accounts.js').AccountRecord} AccountRecord */
 /**
  * @typedef {object} SqlFloorOptions
  * @property {string} databaseUrl

@@ -21,9 +21,9 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { openDatabase } from '../dist/adapters/database.js';
 import { DEMO_CONFIG_FILE, readConfigFile, secretsOf } from '../dist/config.js';
-import { formatViolation, runAudit } from '../dist/domain/audit.js';
+import { formatViolation, runAudit } from '../dist/domain/audit/audit.js';
 import { FINAL_STATUSES } from '../dist/domain/model.js';
-import { signedHeaders } from '../dist/domain/signing.js';
+import { signedHeaders } from '../dist/domain/auth/signing.js';
 import { ledgerAccountId } from '../dist/ledger/account-id.js';
 import { startWebhookReceiver } from './webhook-receiver.js';
 

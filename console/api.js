@@ -4,14 +4,14 @@ const TOKEN_KEY = 'payorch.adminToken';
 
 /*
  * The admin API's answers, as far as the console reads them: the TypeScript client's types
- * (src/client/types.ts), which the server's schemas and domain types define.
+ * (packages/client/src/types.ts), which the server's schemas and domain types define.
  */
 /** @typedef {import('@payorch/client').AdminIntent} AdminIntent */
 /** @typedef {import('@payorch/client').IntentEvent} AdminIntentEvent */
 /** @typedef {AdminIntent & { events: AdminIntentEvent[] }} AdminIntentWithEvents */
 /** @typedef {import('@payorch/client').AdminIntentPage} IntentPage */
 /** @typedef {import('@payorch/client').ResolveResult} ResolveAnswer */
-/** @typedef {import('typebox').Static<typeof import('../dist/http/schemas.js').HistoryEntry>} HistoryEntry */
+/** @typedef {import('typebox').Static<typeof import('../dist/http/schemas/shared.js').HistoryEntry>} HistoryEntry */
 /** @typedef {{ accountName: string, accountType: string, userId: number | null, currency: string, balance: string, transactions: HistoryEntry[] }} AdminAccount */
 /** @typedef {import('@payorch/client').AuditViolation} AuditViolation */
 /** @typedef {import('@payorch/client').AuditResult} AuditAnswer */

@@ -9,7 +9,7 @@ import { createMemoryBroker } from '../dist/adapters/broker.js';
 import { openDatabase } from '../dist/adapters/database.js';
 import { createPspxClient } from '../dist/adapters/pspx/pspx-client.js';
 import { loadConfig } from '../dist/config.js';
-import { createFeeEngine } from '../dist/domain/fees/index.js';
+import { createFeeEngine } from '../dist/domain/rules/fees/index.js';
 import { SqlLedger } from '../dist/ledger/sql-ledger.js';
 // The plugin's types add swagger() to the Fastify instance; the app registers the plugin itself.
 /** @import {} from '@fastify/swagger' */

@@ -2,52 +2,15 @@ import { EVENT_BUS_DEFAULTS } from './adapters/event-bus.js';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
-import Type, { type Static } from 'typebox';
 import { Value } from 'typebox/value';
-import { FEE_WORKERS_DEFAULT } from './domain/fees/pooled-fee-engine.js';
-import { AuthPolicyInputs } from './domain/admin/auth-policies.js';
-import { FeeRuleInputs } from './domain/admin/fee-rules.js';
-import { LimitRuleInputs } from './domain/admin/limit-rules.js';
-import { RouteInputs } from './domain/admin/routes.js';
-import { permissionProblems, ServiceKeyInputs } from './domain/admin/service-keys.js';
-import { ACCOUNT_TYPES } from './domain/model.js';
-import { channelCarries } from './domain/channels.js';
+import { type ConfigFile, ConfigFileSchema } from './domain/bootstrap/config-file.js';
+import { FEE_WORKERS_DEFAULT } from './domain/rules/fees/pooled-fee-engine.js';
 import { LEASE_MS_DEFAULT } from './adapters/lease-session.js';
-
-const ConfigFileSchema = Type.Object(
-  {
-    secrets: Type.Record(
-      Type.String({ minLength: 1, maxLength: 50 }),
-      Type.Union([Type.String({ minLength: 1 }), Type.Array(Type.String({ minLength: 1 }), { minItems: 1 })]),
-    ),
-    serviceKeys: Type.Array(ServiceKeyInputs.create),
-    routes: Type.Optional(Type.Array(RouteInputs.create)),
-    feeRules: Type.Optional(Type.Array(FeeRuleInputs.create)),
-    limitRules: Type.Optional(Type.Array(LimitRuleInputs.create)),
-    authPolicies: Type.Optional(Type.Array(AuthPolicyInputs.create)),
-    accounts: Type.Optional(
-      Type.Array(
-        Type.Object(
-          {
-            accountName: Type.String({ minLength: 1, maxLength: 100 }),
-            accountType: Type.Enum(ACCOUNT_TYPES),
-            userId: Type.Optional(Type.Union([Type.Integer({ minimum: 1 }), Type.Null()])),
-          },
-          { additionalProperties: false },
-        ),
-      ),
-    ),
-  },
-  { additionalProperties: false },
-);
-export type ConfigFile = Static<typeof ConfigFileSchema>;
+import { DATABASE_POOL_MODES, type DatabasePoolMode } from './adapters/database.js';
 
 /** R49: which parts of the service this process runs; any number of each may share one PostgreSQL. */
 export const PROCESS_ROLES = ['all', 'api', 'workers'] as const;
 export type ProcessRole = (typeof PROCESS_ROLES)[number];
-/** R51: `transaction` when the database is reached through PgBouncer in transaction pooling mode. */
-export const DATABASE_POOL_MODES = ['session', 'transaction'] as const;
-export type DatabasePoolMode = (typeof DATABASE_POOL_MODES)[number];
 
 export interface Config {
   /** PAYORCH_ROLE: `api` serves HTTP without background workers, `workers` runs them and serves only probes and metrics. */
@@ -118,7 +81,10 @@ export class ConfigError extends Error {
   override readonly name = 'ConfigError';
 }
 
-/** Reads and checks CONFIG_FILE; any unknown key or wrong shape stops the start with the path of the fault. */
+/**
+ * Reads CONFIG_FILE and checks its shape; any unknown key or wrong shape stops the start with the
+ * path of the fault. What the shape cannot say is checked at the start (configFileProblems).
+ */
 export function readConfigFile(path: string): ConfigFile {
   let parsed: unknown;
   try {
@@ -129,17 +95,6 @@ export function readConfigFile(path: string): ConfigFile {
   if (!Value.Check(ConfigFileSchema, parsed)) {
     const problems = [...Value.Errors(ConfigFileSchema, parsed)].slice(0, 5).map((e) => `${e.instancePath || '/'} ${e.message}`);
     throw new ConfigError(`CONFIG_FILE ${path} is invalid: ${problems.join('; ')}`);
-  }
-  for (const [index, route] of (parsed.routes ?? []).entries()) {
-    if (!channelCarries(route.channel, route.operationType)) {
-      throw new ConfigError(
-        `CONFIG_FILE ${path}: routes[${index}] sends ${route.operationType} to ${route.channel}, which cannot carry it`,
-      );
-    }
-  }
-  for (const key of parsed.serviceKeys) {
-    const [problem] = permissionProblems(key.permissions);
-    if (problem !== undefined) throw new ConfigError(`CONFIG_FILE ${path}: ${key.serviceId} permissions.${problem}`);
   }
   return parsed;
 }

@@ -10,11 +10,12 @@ import { createPspxClient } from './adapters/pspx/pspx-client.js';
 import { createSimulatorServer, type SimulatorServer } from './adapters/pspx/pspx-simulator.js';
 import { simulatorRailsFeed } from './adapters/pspx/simulator-rails.js';
 import { buildApp } from './app.js';
-import { type Config, loadConfig, readConfigFile, secretsOf } from './config.js';
-import { applyConfig } from './domain/bootstrap.js';
+import { type Config, ConfigError, loadConfig, readConfigFile, secretsOf } from './config.js';
+import { applyConfig } from './domain/bootstrap/apply-config.js';
+import { configFileProblems } from './domain/bootstrap/config-file.js';
 import { SqlLedger } from './ledger/sql-ledger.js';
-import { createMetrics, type Metrics, timedLedger } from './adapters/metrics.js';
-import { createFeeEngine } from './domain/fees/index.js';
+import { createMetrics, type Metrics, timedLedger } from './observability/metrics.js';
+import { createFeeEngine } from './domain/rules/fees/index.js';
 import { startWorkers } from './workers/index.js';
 import { BALANCE_MONITOR_DEFAULTS } from './workers/balance-monitor.js';
 import { StatusPublisher } from './domain/intents/store/status-publisher.js';
@@ -31,6 +32,8 @@ export interface RunningService {
 /** The whole process: database, migrations, config, HTTP listener. */
 export async function startService(config: Config = loadConfig()): Promise<RunningService> {
   refuseUnsafeProductionSettings(config);
+  const [problem] = configFileProblems(config.file);
+  if (problem !== undefined) throw new ConfigError(`CONFIG_FILE ${config.configFile}: ${problem}`);
   const db = await openDatabase(config.databaseUrl, config.dataDir, config.databasePoolMode);
   try {
     if (config.migrateOnStart) await migrate(db);

@@ -30,7 +30,7 @@ export function startTelemetry(): void {
       new FastifyOtelInstrumentation({
         registerOnInitialization: true,
         // No span per hook: a payment's trace is its request, statements, ledger call and PSPX
-        // calls, and each span costs the hot path (docs/PERFORMANCE.md). The handler keeps its
+        // calls, and each span costs the hot path (docs/perf-log/2026-11.md, "Tracing"). The handler keeps its
         // span: wrapping it is what carries the request's context into the handler, past the body
         // parser's events.
         instrumentHooks: false,

@@ -94,7 +94,7 @@ $$;
 -- Only a new transfer can break a limit: posting at most the reserved amount, or releasing it,
 -- only lowers exposure. Two scans of the plan, not a LATERAL VALUES list of both sides:
 -- PostgreSQL 15 builds a VALUES list's expressions again for every outer row, which cost nine
--- times the two scans (docs/PERFORMANCE.md, Log, "the server's functions against plain SQL").
+-- times the two scans (docs/perf-log/2026-11.md, "the server's functions against plain SQL").
 CREATE OR REPLACE FUNCTION ledger_plan_movements(p_plan ledger_planned_transfer[])
 RETURNS TABLE (idx integer, account_id uuid, dp bigint, dpo bigint, cp bigint, cpo bigint, checks_debits boolean, checks_credits boolean)
 LANGUAGE sql IMMUTABLE AS $$

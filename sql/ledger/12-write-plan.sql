@@ -66,7 +66,7 @@ LANGUAGE sql IMMUTABLE AS $$ SELECT 4 $$;
 -- one or two payments each custom plan looked cheaper than the generic one, and the statements of
 -- ledger_add_movements and ledger_lock_balances were planned again at every call: 1.6 ms a call
 -- instead of 0.9 in a quiet service. The generic plans cost no more on batches of 100
--- (docs/PERFORMANCE.md, Log, "a quiet service's ledger call").
+-- (docs/design.md#hot-generic-plans).
 CREATE OR REPLACE FUNCTION ledger_create_transfers(p_batch jsonb) RETURNS jsonb
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE

@@ -11,8 +11,7 @@ import type { Database } from './database.js';
  * When a read leaves. 'at-once': while it is on its way over the network the next one fills.
  * 'end-of-turn': it waits for the requests parsed in the same event-loop turn, for embedded
  * PGlite, which answers within the turn a read is sent in: sent at once, every read there had
- * one caller. On PostgreSQL 'end-of-turn' cost saturated throughput (see docs/PERFORMANCE.md,
- * Shared reads).
+ * one caller. On PostgreSQL 'end-of-turn' cost saturated throughput (docs/design.md#hot-coalesced-reads).
  */
 export type Departure = 'at-once' | 'end-of-turn';
 

@@ -1,24 +1,17 @@
 import pg from 'pg';
 import { asDatabaseError } from './database-error.js';
 import { trace } from '@opentelemetry/api';
-import type { DatabasePoolMode } from '../config.js';
 import { openLeaseSession } from './lease-session.js';
+import type { LockSession, Sql } from './sql.js';
 import type { TransactionId } from './pglite-messages.js';
 import { PgliteThread } from './pglite-thread-client.js';
 import { inSpan } from './tracing.js';
 
-/** The result of one statement: the rows it returned and how many rows it touched. */
-export interface QueryResult<Row> {
-  readonly rows: Row[];
-  readonly rowCount: number;
-}
+export type { LockSession, QueryResult, Sql } from './sql.js';
 
-/** Anything that runs SQL: the pool, or one open transaction. */
-export interface Sql {
-  query<Row = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<QueryResult<Row>>;
-  /** Runs a script of several statements without parameters (migrations). */
-  exec(text: string): Promise<void>;
-}
+/** R51: `transaction` when the database is reached through PgBouncer in transaction pooling mode. */
+export const DATABASE_POOL_MODES = ['session', 'transaction'] as const;
+export type DatabasePoolMode = (typeof DATABASE_POOL_MODES)[number];
 
 /** One open transaction. */
 export interface Tx extends Sql {
@@ -47,22 +40,6 @@ export interface PoolStats {
   readonly idle: number;
   /** Queries and transactions waiting for a connection: the pool is too small, or the database too slow. */
   readonly waiting: number;
-}
-
-/**
- * A database session kept open on purpose, because a session-level advisory lock lives exactly
- * as long as its session: when the process or its connection dies, the lock is released by the
- * server and a standby can take it. On PostgreSQL it is a dedicated connection outside the pool;
- * on PGlite (one connection per process) the locks are kept in memory between the sessions of
- * one database, which is the same guarantee within the only process that can open it.
- */
-export interface LockSession {
-  /** pg_try_advisory_lock on this session for `name` (scoped to the current schema). */
-  tryLock(name: string): Promise<boolean>;
-  /** False once the session has ended (closed, or its connection lost): its locks are gone. */
-  alive(): Promise<boolean>;
-  /** Ends the session, releasing its locks. */
-  close(): Promise<void>;
 }
 
 const INT8_OID = 20;
@@ -193,7 +170,7 @@ function openPostgres(connectionString: string, namedStatements: boolean): Datab
     types: pgTypes,
     // A statement goes out without waiting for the answer to the one before, which is still
     // answered first: BEGIN travels with a transaction's first statement and COMMIT with its
-    // last, two round trips fewer per transaction (docs/PERFORMANCE.md).
+    // last, two round trips fewer per transaction (docs/design.md#hot-pipelining).
     pipeline: true,
   });
   // An idle client that loses its server (restart, failover) must not crash the process.

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { LockSession, Sql } from './database.js';
+import type { LockSession, Sql } from './sql.js';
 
 /**
  * How long a lease lasts without renewal. The outbox leader renews on every run (each second by

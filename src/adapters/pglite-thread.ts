@@ -1,10 +1,10 @@
 import { PGlite, type Transaction } from '@electric-sql/pglite';
 import { parentPort, workerData } from 'node:worker_threads';
-import { assertNever } from '../domain/errors.js';
+import { assertNever } from '../assert-never.js';
 import type { PgliteAnswer, PgliteFailure, PgliteReady, PgliteRequest, PgliteThreadData } from './pglite-messages.js';
 
 /**
- * The thread that runs PGlite for one database (docs/ARCHITECTURE.md, The embedded database).
+ * The thread that runs PGlite for one database (docs/OPERATIONS.md, Embedded PGlite).
  * PostgreSQL's WebAssembly and PGlite's wire protocol took about two thirds of the main thread
  * under load; here they have a core of their own while the main thread parses HTTP, checks
  * signatures and renders JSON. Statements run in arrival order through PGlite's own mutex, as

@@ -45,6 +45,4 @@ export class ApiError extends Error {
 export const apiError = (code: ErrorCode, message: string, options?: ConstructorParameters<typeof ApiError>[2]) =>
   new ApiError(code, message, options);
 
-export function assertNever(value: never): never {
-  throw new Error(`unexpected value ${JSON.stringify(value)}`);
-}
+export { assertNever } from '../assert-never.js';

@@ -41,7 +41,7 @@ export function loggerOptions(settings: LogSettings): LoggerOptions {
     // Each line written before the call returns, as Node writes to a pipe on Linux: no line is lost
     // when the process dies. pino's default buffers while a write is in flight and measures the
     // buffer again at every line, ~7 KB of garbage per line on a busy process against ~2 KB
-    // (docs/PERFORMANCE.md, "Allocation per intent").
+    // (docs/perf-log/2026-11.md, "payorch's allocation and CPU per intent").
     stream: settings.stream ?? pino.destination({ dest: 1, sync: true }),
     redact: { paths: SECRET_HEADERS.map((name) => `req.headers["${name}"]`), censor: '[redacted]' },
     serializers: { err: (error) => serializeError(error) },
@@ -54,7 +54,7 @@ export function loggerOptions(settings: LogSettings): LoggerOptions {
  * Adds fields to every later line of one request, the lines of its reply too. Fastify gives each
  * request a logger of its own, which takes them in place: a child of it would make that logger a
  * prototype, which V8 pays for on every request (a payment's logging cost 26–32 µs with two such
- * children, 7–9 µs without; docs/PERFORMANCE.md, "one logger per request"). A logger shared with
+ * children, 7–9 µs without; docs/perf-log/2026-11.md, "one logger per request"). A logger shared with
  * other requests (the app's own, or the silent one of an app without logs) is never changed: the
  * request gets a child instead.
  */

@@ -1,32 +1,28 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { TSchema } from 'typebox';
 import { WalletCustomer } from '../adapters/pspx/pspx-client.js';
-import { AuthPolicy, AuthPolicyInputs } from '../domain/admin/auth-policies.js';
-import { FeeRule, FeeRuleInputs } from '../domain/admin/fee-rules.js';
-import { LimitRule, LimitRuleInputs } from '../domain/admin/limit-rules.js';
-import { Route, RouteInputs } from '../domain/admin/routes.js';
-import { Permissions, ServiceKey, ServiceKeyInputs } from '../domain/admin/service-keys.js';
+import { AuthPolicy, AuthPolicyInputs } from '../domain/rules/auth-policies.js';
+import { FeeRule, FeeRuleInputs } from '../domain/rules/fee-rules.js';
+import { LimitRule, LimitRuleInputs } from '../domain/rules/limit-rules.js';
+import { Route, RouteInputs } from '../domain/rules/route-rules.js';
+import { Permissions, ServiceKey, ServiceKeyInputs } from '../domain/auth/service-keys.js';
 import { IntentBody, QuoteBody } from '../domain/intents/create/intent-request.js';
 import { ChannelSchema, IntentStatusSchema, Money, OperationTypeSchema } from '../domain/wire-types.js';
-import { Account, Balance, CreateAccountBody, EntityAccount, EntityAccounts, Transactions } from './routes/accounts.js';
-import { AdminAccount } from './routes/admin/accounts.js';
-import { AuditResponse } from './routes/admin/audit.js';
-import { AdminIntent, AdminIntentPage } from './routes/admin/intents.js';
-import { ResolveBody, ResolveResponse } from './routes/admin/resolve.js';
-import { HealthKo, HealthOk } from './routes/health.js';
-import { FeeSplit, IntentCreated, IntentEvents, IntentEventView, IntentView, Quote } from './routes/intents.js';
-import { CancelBody, CancelResult, ConfirmBody, ConfirmResult } from './routes/invoices.js';
-import { EvaluateBody, EvaluateResponse } from './routes/policies.js';
-import { Registration } from './routes/pspx-wallets.js';
-import { ErrorResponse, HistoryEntry } from './schemas.js';
+import { Account, Balance, CreateAccountBody, EntityAccount, EntityAccounts, Registration, Transactions } from './schemas/accounts.js';
+import { AdminAccount, AdminIntent, AdminIntentPage, AuditResponse, ResolveBody, ResolveResponse } from './schemas/admin.js';
+import { HealthKo, HealthOk } from './schemas/health.js';
+import { FeeSplit, IntentCreated, IntentEvents, IntentEventView, IntentView, Quote } from './schemas/intents.js';
+import { CancelBody, CancelResult, ConfirmBody, ConfirmResult } from './schemas/invoices.js';
+import { EvaluateBody, EvaluateResponse } from './schemas/policies.js';
+import { ErrorResponse, HistoryEntry } from './schemas/shared.js';
 import { RefundBody } from '../domain/refunds/refund-request.js';
 import { RefundList, RefundView } from '../domain/refunds/refund-store.js';
 
 /**
  * The shapes the OpenAPI document names under components.schemas, by the names of the client's
- * types (src/client/types.ts) where it has one. The routes keep their TypeBox schemas inline, so
- * validation and serialization are untouched; the document refers to a component wherever a
- * route's schema holds one of these shapes (plugins/openapi.ts).
+ * types where it has one. The shapes live in schemas/ by concept (and the records' with their
+ * record in domain/), so this list names no route; the document refers to a component wherever
+ * a route's schema holds one of these shapes (plugins/openapi.ts).
  */
 export const COMPONENT_SCHEMAS: Readonly<Record<string, TSchema>> = {
   Error: ErrorResponse,

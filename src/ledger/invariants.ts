@@ -22,7 +22,7 @@ export async function checkLedgerInvariants(sql: Sql): Promise<string[]> {
 
 /**
  * The same checks one by one, for a caller that reports each under its own name (the invariant
- * audit, src/domain/audit.ts, which applies its own grace to the expiry check).
+ * audit, src/domain/audit/audit.ts, which applies its own grace to the expiry check).
  */
 export const LEDGER_INVARIANT_CHECKS = {
   ledgerTotals: checkLedgerTotals,

@@ -11,7 +11,7 @@ const scratch = Buffer.alloc(NAMESPACE_BYTES + NAME_LENGTH_MAX * 3);
  * RFC 9562 UUID version 5 of a name (its UTF-8 bytes) in a namespace: what the `uuid` package's v5
  * answers, from one SHA-1 of a reused buffer, written out from its hex. The package's v5 builds a
  * Hash object, copies the name twice and writes the text digit by digit: ~2 KB and ~3 µs a call,
- * and a payment takes six (docs/PERFORMANCE.md, "Allocation per intent").
+ * and a payment takes six (docs/perf-log/2026-11.md, "payorch's allocation and CPU per intent").
  */
 export function uuidV5(namespace: Uint8Array, name: string): string {
   assert.equal(namespace.length, NAMESPACE_BYTES, 'a UUID namespace is 16 bytes');

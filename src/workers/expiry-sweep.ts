@@ -1,5 +1,5 @@
 import type { Database } from '../adapters/database.js';
-import type { WorkerMetrics } from '../adapters/metrics.js';
+import type { WorkerMetrics } from '../observability/metrics.js';
 import { moveIntents } from '../domain/intents/store/intent-writer.js';
 import type { StatusPublisher } from '../domain/intents/store/status-publisher.js';
 import type { Logger } from '../adapters/logger.js';

@@ -1,6 +1,6 @@
 import type { Broker } from '../adapters/broker.js';
 import type { Database } from '../adapters/database.js';
-import type { WorkerMetrics } from '../adapters/metrics.js';
+import type { WorkerMetrics } from '../observability/metrics.js';
 import type { PspxClient } from '../adapters/pspx/pspx-client.js';
 import type { Config } from '../config.js';
 import { StatusPublisher } from '../domain/intents/store/status-publisher.js';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import type { Database, LockSession, Sql } from '../adapters/database.js';
-import type { WorkerMetrics } from '../adapters/metrics.js';
+import type { WorkerMetrics } from '../observability/metrics.js';
 import { assertNever } from '../domain/errors.js';
 import {
   type DeferredOutcome,
@@ -10,7 +10,7 @@ import {
   settleReservation,
 } from '../domain/intents/money/deferred-money.js';
 import type { Intent } from '../domain/intents/store/intent-store.js';
-import type { OutboxKind, OutboxPayload } from '../domain/intents/money/outbox-jobs.js';
+import type { OutboxKind, OutboxPayload } from '../domain/intents/store/outbox-jobs.js';
 import type { StatusPublisher } from '../domain/intents/store/status-publisher.js';
 import type { Logger } from '../adapters/logger.js';
 import type { Ledger } from '../ledger/ledger.js';

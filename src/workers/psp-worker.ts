@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { Database } from '../adapters/database.js';
-import type { WorkerMetrics } from '../adapters/metrics.js';
+import type { WorkerMetrics } from '../observability/metrics.js';
 import type { PspxClient, Receiver, ReceiverType } from '../adapters/pspx/pspx-client.js';
 import { assertNever } from '../domain/errors.js';
 import { claimPayouts, countInquiry as recordInquiry, moveIntent, releasePayout } from '../domain/intents/store/intent-writer.js';
-import type { OutboxKind, OutboxPayload } from '../domain/intents/money/outbox-jobs.js';
+import type { OutboxKind, OutboxPayload } from '../domain/intents/store/outbox-jobs.js';
 import type { PspSubState } from '../domain/intents/store/state-machine.js';
 import type { Logger } from '../adapters/logger.js';
 import { INTENT_ID_ATTRIBUTE, inSpan, withIntentIds } from '../adapters/tracing.js';

@@ -6,7 +6,7 @@ import type { Logger } from '../adapters/logger.js';
  * single-user mode, where it never runs. Without it the planner keeps the statistics of the
  * first start, when every table was empty, and the plans it caches per session stay made for
  * empty tables: the reference check of the audit events and history rows then scans the whole
- * intents table, and a service gets slower with every payment it stores (docs/PERFORMANCE.md).
+ * intents table, and a service gets slower with every payment it stores (docs/perf-log/2026-11.md, "Stale plans").
  * Dead row versions of the hot balance rows are never reclaimed either.
  *
  * Autovacuum decides from the statistics counters, which PGlite does not keep current; this
@@ -22,7 +22,7 @@ export interface TableMaintenance {
    * plan per statement for the session's life; made while a table was nearly empty, it scans the
    * whole table, and until the next ANALYZE (runOnce, every minute) each batch paid for that:
    * the reference checks of the audit events and history rows took ~10 ms a batch each at 20,000
-   * intents, against ~0.4 ms planned afresh (docs/PERFORMANCE.md). The planner sizes a table by
+   * intents, against ~0.4 ms planned afresh (docs/perf-log/2026-11.md, "PGlite's plans"). The planner sizes a table by
    * its current pages, so new plans need no new statistics, and dropping plans is cheap.
    */
   replanIfGrown(): Promise<void>;

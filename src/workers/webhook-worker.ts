@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import type { Database } from '../adapters/database.js';
 import type { Logger } from '../adapters/logger.js';
-import type { WorkerMetrics } from '../adapters/metrics.js';
-import { webhookSignedHeaders } from '../domain/message-signing.js';
+import type { WorkerMetrics } from '../observability/metrics.js';
+import { webhookSignedHeaders } from '../domain/auth/message-signing.js';
 import {
   acknowledgeDelivery,
   type ClaimedDelivery,
@@ -11,8 +11,8 @@ import {
   recordFailedAttempt,
   servicesWithWebhooks,
   takeFeedPage,
-} from '../domain/webhooks/deliveries.js';
-import { WEBHOOK_RETRY_WINDOW_MS, webhookIsDead, webhookRetryDelayMs } from '../domain/webhooks/retry-schedule.js';
+} from '../domain/events/webhooks/deliveries.js';
+import { WEBHOOK_RETRY_WINDOW_MS, webhookIsDead, webhookRetryDelayMs } from '../domain/events/webhooks/retry-schedule.js';
 
 /**
  * The webhook worker (docs/OPERATIONS.md, Webhooks) runs in every workers process: taking the feed

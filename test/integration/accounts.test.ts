@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { startTestApp, type TestApp } from '../support/app.js';
-import { SYSTEM_ACCOUNTS } from '../../src/domain/account-names.js';
+import { SYSTEM_ACCOUNTS } from '../../src/domain/accounts/account-names.js';
 
 let t: TestApp;
 beforeAll(async () => {

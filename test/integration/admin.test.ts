@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LightMyRequestResponse } from 'fastify';
-import { signedHeaders } from '../../src/domain/signing.js';
+import { signedHeaders } from '../../src/domain/auth/signing.js';
 import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { expectLedgerInvariants } from '../support/invariants.js';

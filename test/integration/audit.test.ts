@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sql } from '../../src/adapters/database.js';
-import { type AuditCheck, type AuditResult, auditInvariants, formatViolation, runAudit } from '../../src/domain/audit.js';
+import { type AuditCheck, type AuditResult, auditInvariants, formatViolation, runAudit } from '../../src/domain/audit/audit.js';
 import { transferId } from '../../src/domain/intents/money/money-path.js';
 import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { AccountFlags, LEDGER_THB, TransferFlags } from '../../src/ledger/ledger.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { signRequest } from '../../src/domain/signing.js';
+import { signRequest } from '../../src/domain/auth/signing.js';
 import { healthWhenCalm, startTestApp, type TestApp } from '../support/app.js';
 
 let t: TestApp;

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../src/adapters/database.js';
-import { ConfigCache } from '../../src/http/config-cache.js';
-import { feeRulesOf } from '../../src/domain/config-snapshot.js';
-import { applyConfig } from '../../src/domain/bootstrap.js';
+import { ConfigCache } from '../../src/domain/auth/config-cache.js';
+import { feeRulesOf } from '../../src/domain/auth/config-snapshot.js';
+import { applyConfig } from '../../src/domain/bootstrap/apply-config.js';
 import { SqlLedger } from '../../src/ledger/sql-ledger.js';
 import { openTestDatabase } from '../support/database.js';
 import { demoConfigFile } from '../support/app.js';

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, openDatabase } from '../../src/adapters/database.js';
 import { createSimulatorServer, type SimulatorServer } from '../../src/adapters/pspx/pspx-simulator.js';
 import { DEMO_CONFIG_FILE, readConfigFile, secretsOf } from '../../src/config.js';
-import { signedHeaders } from '../../src/domain/signing.js';
+import { signedHeaders } from '../../src/domain/auth/signing.js';
 import { balanceOf, expectLedgerInvariants } from '../support/invariants.js';
 import { createTestSchema, type TestSchema, testPoolMode } from '../support/database.js';
 import { buildIfStale, type ServiceProcess, spawnService } from '../support/service-process.js';

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { DEMO_CONFIG_FILE, loadConfig, readConfigFile, secretsOf } from '../../src/config.js';
-import { signedHeaders } from '../../src/domain/signing.js';
+import { signedHeaders } from '../../src/domain/auth/signing.js';
 import { createTestSchema } from '../support/database.js';
 import { buildIfStale, type ServiceProcess, spawnService } from '../support/service-process.js';
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createFeeEngine, FEE_WALL_LIMIT_MS, FeeEvaluationError, FeePoolBusyError } from '../../src/domain/fees/index.js';
-import type { DryRunResult } from '../../src/domain/fees/fee-engine.js';
+import { createFeeEngine, FEE_WALL_LIMIT_MS, FeeEvaluationError, FeePoolBusyError } from '../../src/domain/rules/fees/index.js';
+import type { DryRunResult } from '../../src/domain/rules/fees/fee-engine.js';
 import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { expectLedgerInvariants } from '../support/invariants.js';

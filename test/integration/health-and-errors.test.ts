@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { signRequest } from '../../src/domain/signing.js';
+import { signRequest } from '../../src/domain/auth/signing.js';
 import { healthWhenCalm, startTestApp, type TestApp } from '../support/app.js';
 
 const version = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;

@@ -5,7 +5,7 @@ import { openTestDatabase } from '../support/database.js';
 
 /**
  * Audit events and history rows name an existing intent, and an intent they name is neither
- * deleted nor renumbered: what the foreign keys to intents enforced row by row, migrations/017
+ * deleted nor renumbered: what the foreign keys to intents enforced row by row, sql/intents/01-references.sql
  * enforces per statement. Each refusal answers the foreign key's SQLSTATE, 23503.
  */
 

@@ -123,20 +123,35 @@ describe('moveIntent', () => {
 });
 
 describe('one writer', () => {
-  it('no file but the writer and the two group commits (new intents, invoice confirms) updates the intents table', () => {
-    const root = join(import.meta.dirname, '../../src');
-    const files = (dir: string): string[] =>
-      readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
-        entry.isDirectory() ? files(join(dir, entry.name)) : [join(dir, entry.name)],
-      );
-    const writers = files(root)
-      .filter((file) => /update\s+intents\b/i.test(readFileSync(file, 'utf8')))
+  const writesIntents = /\b(update\s+intents|delete\s+from\s+intents)\b/i;
+  const filesUnder = (dir: string): string[] =>
+    readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+      entry.isDirectory() ? filesUnder(join(dir, entry.name)) : [join(dir, entry.name)],
+    );
+  const writersUnder = (root: string) =>
+    filesUnder(root)
+      .filter((file) => writesIntents.test(readFileSync(file, 'utf8')))
       .map((file) => relative(root, file))
       .sort();
-    expect(writers).toEqual([
-      'domain/intents/commit/confirm-commit.ts',
-      'domain/intents/commit/intent-commit.ts',
+
+  it('no file but the writer and its batch statements (new intents closed, invoices redeemed) updates or deletes intents', () => {
+    expect(writersUnder(join(import.meta.dirname, '../../src'))).toEqual([
+      'domain/intents/store/intent-batch-writer.ts',
       'domain/intents/store/intent-writer.ts',
     ]);
+  });
+
+  it('no SQL function updates or deletes intents, and only intent_open_batch inserts them', async () => {
+    expect(writersUnder(join(import.meta.dirname, '../../sql'))).toEqual([]);
+    // The functions as the database holds them after every migration and sql/ file: their
+    // current text, wherever it was written.
+    const { rows } = await t.db.query<{ name: string; source: string }>(
+      `SELECT p.proname AS name, p.prosrc AS source
+         FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+        WHERE n.nspname = current_schema()`,
+    );
+    expect(rows.length).toBeGreaterThan(10);
+    expect(rows.filter((row) => writesIntents.test(row.source)).map((row) => row.name)).toEqual([]);
+    expect(rows.filter((row) => /\binsert\s+into\s+intents\b/i.test(row.source)).map((row) => row.name)).toEqual(['intent_open_batch']);
   });
 });

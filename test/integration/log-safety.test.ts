@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DatabaseError } from '../../src/adapters/database-error.js';
-import { formatViolation, runAudit } from '../../src/domain/audit.js';
+import { formatViolation, runAudit } from '../../src/domain/audit/audit.js';
 import type { Ledger } from '../../src/ledger/ledger.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { createUser, topUp } from '../support/payments.js';

@@ -8,8 +8,8 @@ import {
   serializeSignatureParams,
   signatureBase,
   type SignatureParams,
-} from '../../src/domain/message-signing.js';
-import { signedHeaders } from '../../src/domain/signing.js';
+} from '../../src/domain/auth/message-signing.js';
+import { signedHeaders } from '../../src/domain/auth/signing.js';
 import { createSharedState, type SharedState } from '../../src/adapters/shared-state.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { expectLedgerInvariants } from '../support/invariants.js';

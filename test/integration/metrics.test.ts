@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { createMemoryBroker } from '../../src/adapters/broker.js';
-import { createMetrics, timedLedger } from '../../src/adapters/metrics.js';
+import { createMetrics, timedLedger } from '../../src/observability/metrics.js';
 import { createPspxClient } from '../../src/adapters/pspx/pspx-client.js';
 import { VERSION } from '../../src/version.js';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
-import { createFeeEngine, type FeeEngine } from '../../src/domain/fees/index.js';
+import { createFeeEngine, type FeeEngine } from '../../src/domain/rules/fees/index.js';
 import { StatusPublisher } from '../../src/domain/intents/store/status-publisher.js';
 import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { startExpirySweep } from '../../src/workers/expiry-sweep.js';

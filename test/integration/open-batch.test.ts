@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database, Tx } from '../../src/adapters/database.js';
-import { PAYER_LOCK_CLASS, RECIPIENT_LIMIT_LOCK_CLASS } from '../../src/domain/intents/create/payer-locks.js';
+import { PAYER_LOCK_CLASS, RECIPIENT_LIMIT_LOCK_CLASS } from '../../src/domain/intents/commit/payer-locks.js';
 import { openTestDatabase } from '../support/database.js';
 
 /**
- * intent_open_batch (migrations/016) inserts a run of intents with one statement: its answers must
+ * intent_open_batch (sql/intents/03-open-batch.sql) inserts a run of intents with one statement: its answers must
  * be the ones intents opened one after the other get, above all where a limit counts an intent
  * opened earlier in the same batch, and where one idempotency key comes twice.
  */

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiError, ERROR_STATUS } from '../../src/domain/errors.js';
 import { registerErrorHandling } from '../../src/http/plugins/errors.js';
 import { registerOpenApi } from '../../src/http/plugins/openapi.js';
-import { responses } from '../../src/http/schemas.js';
+import { responses } from '../../src/http/schemas/shared.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { listedErrorCodes, type OpenApiDocument, recordErrorAnswers } from '../support/error-contract.js';
 

@@ -6,7 +6,7 @@ import { insertIntent, type NewIntent } from '../../src/domain/intents/store/int
 import { reserveTransfer } from '../../src/domain/intents/money/money-path.js';
 import { StatusPublisher } from '../../src/domain/intents/store/status-publisher.js';
 import type { Channel, IntentStatus, OperationType } from '../../src/domain/model.js';
-import { transitAccountName } from '../../src/domain/channels.js';
+import { transitAccountName } from '../../src/domain/channels/channels.js';
 import { BALANCE_MONITOR_DEFAULTS, type BalanceMonitorSettings, createBalanceMonitor } from '../../src/workers/balance-monitor.js';
 import { createOutboxWorker, OUTBOX_DEFAULTS } from '../../src/workers/outbox-worker.js';
 import { createPspWorker } from '../../src/workers/psp-worker.js';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { formatViolation, runAudit } from '../../src/domain/audit.js';
+import { formatViolation, runAudit } from '../../src/domain/audit/audit.js';
 import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { demoConfigFile, startTestApp, type TestApp } from '../support/app.js';
 import { feedCaughtUp } from '../support/feed.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findAccount } from '../../src/domain/accounts.js';
+import { findAccount } from '../../src/domain/accounts/accounts.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 
 let t: TestApp;

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { formatViolation, runAudit } from '../../src/domain/audit.js';
-import { signedHeaders, signRequest } from '../../src/domain/signing.js';
+import { formatViolation, runAudit } from '../../src/domain/audit/audit.js';
+import { signedHeaders, signRequest } from '../../src/domain/auth/signing.js';
 import { bearerMatches } from '../../src/http/plugins/auth.js';
 import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { startTestApp, type TestApp } from '../support/app.js';
@@ -108,7 +108,7 @@ describe('request signatures', () => {
 
   it('comparison is constant-time: timingSafeEqual over equal-length buffers, for signatures and the bearer token', () => {
     // Read the module rather than time it: a timing test on a shared machine is noise.
-    const signing = readFileSync(new URL('../../src/domain/signing.ts', import.meta.url), 'utf8');
+    const signing = readFileSync(new URL('../../src/domain/auth/signing.ts', import.meta.url), 'utf8');
     const matches = signing.slice(signing.indexOf('export function signatureMatches'));
     const body = matches.slice(0, matches.indexOf('\n}\n'));
     // The length is fixed before any byte is compared: 64 lower-case hex digits are 32 bytes, the HMAC-SHA256 size.

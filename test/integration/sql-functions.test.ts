@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Database } from '../../src/adapters/database.js';
+import { type Database, openDatabase } from '../../src/adapters/database.js';
 import { migrate } from '../../src/adapters/migrations.js';
 import { AccountFlags, LEDGER_THB, TransferFlags } from '../../src/ledger/ledger.js';
-import { openTestDatabase } from '../support/database.js';
+import { createTestSchema, openTestDatabase, testPoolMode } from '../support/database.js';
 
 let db: Database;
 beforeAll(async () => {
@@ -87,7 +87,7 @@ describe('the plan of a batch (sql/ledger/11-plan.sql)', () => {
     expect(rows).toEqual([{ refused_at: null }]);
   });
   it('runs on generic plans, so that a batch of one payment is not planned again at every call', async () => {
-    // Custom plans looked cheaper for a one-element unnest() and were made again per call (docs/PERFORMANCE.md).
+    // Custom plans looked cheaper for a one-element unnest() and were made again per call (docs/design.md#hot-generic-plans).
     const { rows } = await db.query<{ config: string[] | null }>(
       `SELECT proconfig AS config FROM pg_proc WHERE oid = 'ledger_create_transfers'::regproc`,
     );
@@ -103,19 +103,86 @@ describe('the SQL sources', () => {
     expect(await migrate(db)).toEqual([]);
   });
 
-  it('define or drop every function the migrations ever defined, so no current definition is left in a migration', async () => {
-    const namedIn = async (dir: string, statement: RegExp) => {
-      const names = (await readdir(new URL(`../../${dir}/`, import.meta.url), { recursive: true })).filter((n) => n.endsWith('.sql'));
-      const texts = await Promise.all(names.map((name) => readFile(new URL(`../../${dir}/${name}`, import.meta.url), 'utf8')));
-      return new Set(texts.flatMap((text) => [...text.matchAll(statement)].map((m) => m[1])));
-    };
-    const defines = /CREATE (?:OR REPLACE )?FUNCTION (ledger_\w+)/g;
-    const inMigrations = await namedIn('migrations', defines);
-    const inSources = await namedIn('sql', defines);
-    const droppedInSources = await namedIn('sql', /DROP FUNCTION IF EXISTS (ledger_\w+)/g);
-    expect([...inMigrations].filter((name) => !inSources.has(name) && !droppedInSources.has(name))).toEqual([]);
+  it('hold the current text of every function in the database, each written once, so none is defined only in a migration', async () => {
+    const sources = await sqlSourceText();
+    const functions = await functionsOf(db);
+    expect(functions.length).toBeGreaterThan(50);
+    const overloads = (name: string) => functions.filter((f) => f.name === name).length;
+    const astray = functions
+      .filter((f) => !sources.includes(`$$${f.source}$$`) || definitionsIn(sources, f.name) !== overloads(f.name))
+      .map((f) => `${f.name}(${f.args})`);
+    expect(astray).toEqual([]);
+  });
+
+  it('hold every trigger as it stands in the database, dropped and created again, so a rerun leaves one of each', async () => {
+    const sources = (await sqlSourceText()).replace(/\s+/g, ' ');
+    const triggers = await triggersOf(db);
+    expect(triggers.length).toBeGreaterThan(10);
+    const astray = triggers
+      .filter((t) => !sources.includes(`DROP TRIGGER IF EXISTS ${t.name} ON ${t.table}; ${t.definition};`))
+      .map((t) => t.definition);
+    expect(astray).toEqual([]);
+  });
+
+  it('leave a database upgraded from the last migration before them (021) exactly as a fresh one', async () => {
+    const schema = pgUrl === undefined ? undefined : await createTestSchema(pgUrl, 'sqlupg');
+    const upgraded = await openDatabase(schema?.url ?? 'memory://', '', testPoolMode);
+    try {
+      expect(await migrate(upgraded, { through: '021-confirm-attempt' })).toContain('021-confirm-attempt');
+      // As the release before wrote them: the migrations' bodies, the feed's and guard's among them.
+      expect((await functionsOf(upgraded)).find((f) => f.name === 'intent_open_batch')).toBeDefined();
+      await migrate(upgraded);
+      expect(await functionsOf(upgraded)).toEqual(await functionsOf(db));
+      expect(await triggersOf(upgraded)).toEqual(await triggersOf(db));
+    } finally {
+      await upgraded.close();
+      await schema?.drop();
+    }
   });
 });
+
+const pgUrl = (process.env.DATABASE_URL ?? '').startsWith('postgres') ? process.env.DATABASE_URL : undefined;
+
+/** Every file under sql/, in the order the runner applies them. */
+async function sqlSourceText(): Promise<string> {
+  const root = new URL('../../sql/', import.meta.url);
+  const names = (await readdir(root, { recursive: true })).filter((name) => name.endsWith('.sql')).sort();
+  return (await Promise.all(names.map((name) => readFile(new URL(name, root), 'utf8')))).join('\n');
+}
+
+/** CREATE OR REPLACE, or CREATE after a DROP FUNCTION IF EXISTS where the result type changed. */
+const definitionsIn = (sources: string, name: string) =>
+  sources.match(new RegExp(`CREATE (OR REPLACE )?FUNCTION ${name}\\(`, 'g'))?.length ?? 0;
+
+interface FunctionRow {
+  readonly name: string;
+  readonly args: string;
+  readonly source: string;
+  readonly shape: string;
+}
+
+/** The functions of the schema in use, with what CREATE OR REPLACE sets besides the body. */
+async function functionsOf(database: Database): Promise<FunctionRow[]> {
+  const { rows } = await database.query<FunctionRow>(
+    `SELECT p.proname AS name, pg_get_function_identity_arguments(p.oid) AS args, p.prosrc AS source,
+            concat_ws(' ', pg_get_function_result(p.oid), l.lanname, p.provolatile, p.proisstrict, p.proparallel, p.proconfig::text) AS shape
+       FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+      WHERE p.pronamespace = current_schema()::regnamespace
+      ORDER BY 1, 2`,
+  );
+  return rows;
+}
+
+/** The schema's triggers as CREATE TRIGGER statements, without the schema's name. */
+async function triggersOf(database: Database): Promise<Array<{ name: string; table: string; definition: string }>> {
+  const { rows } = await database.query<{ name: string; table: string; definition: string }>(
+    `SELECT t.tgname AS name, c.relname AS "table", replace(pg_get_triggerdef(t.oid), current_schema() || '.', '') AS definition
+       FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+      WHERE c.relnamespace = current_schema()::regnamespace AND NOT t.tgisinternal
+      ORDER BY 2, 1`,
+  );
+  return rows;
+}
 
 async function explain(query: string): Promise<string> {
   const { rows } = await db.query<Record<string, string>>(`EXPLAIN (VERBOSE, COSTS OFF) ${query}`);

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisSharedState } from '../../src/adapters/shared-state.js';
-import { signedHeaders, signRequest } from '../../src/domain/signing.js';
+import { signedHeaders, signRequest } from '../../src/domain/auth/signing.js';
 import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { expectLedgerInvariants } from '../support/invariants.js';

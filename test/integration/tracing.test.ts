@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/adapters/database.js';
 import { DEMO_CONFIG_FILE, readConfigFile, secretsOf } from '../../src/config.js';
-import { signedHeaders } from '../../src/domain/signing.js';
+import { signedHeaders } from '../../src/domain/auth/signing.js';
 import { createTestSchema, testPoolMode } from '../support/database.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
 import { buildIfStale, type ServiceProcess, spawnService } from '../support/service-process.js';

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/adapters/database.js';
 import type { WebhookEvent } from '@payorch/client';
 import { DEMO_CONFIG_FILE, readConfigFile, secretsOf } from '../../src/config.js';
-import { signedHeaders } from '../../src/domain/signing.js';
+import { signedHeaders } from '../../src/domain/auth/signing.js';
 import { createTestSchema, type TestSchema, testPoolMode } from '../support/database.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
 import { buildIfStale, type ServiceProcess, spawnService } from '../support/service-process.js';

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { AddressInfo } from 'node:net';
 import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createMetrics, type Metrics } from '../../src/adapters/metrics.js';
+import { createMetrics, type Metrics } from '../../src/observability/metrics.js';
 import { EXIT, runCli } from '../../src/cli/main.js';
 import type { WebhookEvent } from '@payorch/client';
 import { secretsOf } from '../../src/config.js';

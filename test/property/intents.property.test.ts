@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { formatViolation, runAudit } from '../../src/domain/audit.js';
+import { formatViolation, runAudit } from '../../src/domain/audit/audit.js';
 import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { balanceOf } from '../support/invariants.js';

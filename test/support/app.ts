@@ -7,13 +7,14 @@ import { createPspxClient, type PspxClientOptions } from '../../src/adapters/psp
 import { createSimulatorServer, type SimulatorServer } from '../../src/adapters/pspx/pspx-simulator.js';
 import { buildApp } from '../../src/app.js';
 import type { ReloadSecrets } from '../../src/http/routes/admin/system.js';
-import { type Config, type ConfigFile, DEMO_CONFIG_FILE, loadConfig, readConfigFile, secretsOf } from '../../src/config.js';
-import { applyConfig } from '../../src/domain/bootstrap.js';
-import { messageSignedHeaders } from '../../src/domain/message-signing.js';
-import { signedHeaders } from '../../src/domain/signing.js';
+import { type Config, DEMO_CONFIG_FILE, loadConfig, readConfigFile, secretsOf } from '../../src/config.js';
+import { applyConfig } from '../../src/domain/bootstrap/apply-config.js';
+import type { ConfigFile } from '../../src/domain/bootstrap/config-file.js';
+import { messageSignedHeaders } from '../../src/domain/auth/message-signing.js';
+import { signedHeaders } from '../../src/domain/auth/signing.js';
 import type { Ledger } from '../../src/ledger/ledger.js';
 import { SqlLedger } from '../../src/ledger/sql-ledger.js';
-import { createFeeEngine } from '../../src/domain/fees/index.js';
+import { createFeeEngine } from '../../src/domain/rules/fees/index.js';
 import { openTestDatabase } from './database.js';
 import { recordErrorAnswers } from './error-contract.js';
 

@@ -1,8 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { type Database, openDatabase } from '../../src/adapters/database.js';
+import { DATABASE_POOL_MODES, type Database, type DatabasePoolMode, openDatabase } from '../../src/adapters/database.js';
 import { migrate } from '../../src/adapters/migrations.js';
-import { DATABASE_POOL_MODES, type DatabasePoolMode } from '../../src/config.js';
 
 /** The pool mode the suite runs in: DATABASE_POOL_MODE=transaction when CI goes through PgBouncer. */
 export const testPoolMode: DatabasePoolMode = DATABASE_POOL_MODES.find((mode) => mode === process.env.DATABASE_POOL_MODE) ?? 'session';

@@ -3,7 +3,7 @@ import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DEMO_CONFIG_FILE, readConfigFile, secretsOf } from '../../src/config.js';
-import { signedHeaders } from '../../src/domain/signing.js';
+import { signedHeaders } from '../../src/domain/auth/signing.js';
 
 /** `payorch serve` as a real process (dist/), for tests that kill or run several instances. */
 

@@ -9,11 +9,11 @@ import type * as Client from '@payorch/client';
 import type { Static } from 'typebox';
 import { describe, expectTypeOf, it } from 'vitest';
 import type { WalletCustomer } from '../../src/adapters/pspx/pspx-client.js';
-import type { AuthPolicyInputs, AuthPolicyRecord } from '../../src/domain/admin/auth-policies.js';
-import type { FeeRuleInputs, FeeRuleRecord } from '../../src/domain/admin/fee-rules.js';
-import type { LimitRuleInputs, LimitRuleRecord } from '../../src/domain/admin/limit-rules.js';
-import type { RouteInputs, RouteRecord } from '../../src/domain/admin/routes.js';
-import type { Permissions, ServiceKeyInput, ServiceKeyPatch, ServiceKeyRecord } from '../../src/domain/admin/service-keys.js';
+import type { AuthPolicyInputs, AuthPolicyRecord } from '../../src/domain/rules/auth-policies.js';
+import type { FeeRuleInputs, FeeRuleRecord } from '../../src/domain/rules/fee-rules.js';
+import type { LimitRuleInputs, LimitRuleRecord } from '../../src/domain/rules/limit-rules.js';
+import type { RouteInputs, RouteRecord } from '../../src/domain/rules/route-rules.js';
+import type { Permissions, ServiceKeyInput, ServiceKeyPatch, ServiceKeyRecord } from '../../src/domain/auth/service-keys.js';
 import type { IntentInput, QuoteInput } from '../../src/domain/intents/create/intent-request.js';
 import type { DeadWebhook, Redelivery } from '../../src/http/routes/admin/webhooks.js';
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import type { AccountLookup, AccountRecord } from '../../src/domain/accounts.js';
+import type { AccountLookup, AccountRecord } from '../../src/domain/accounts/accounts.js';
 import { ApiError } from '../../src/domain/errors.js';
-import type { FeeResult } from '../../src/domain/fees/index.js';
+import type { FeeResult } from '../../src/domain/rules/fees/index.js';
 import { feeLegs } from '../../src/domain/intents/create/fee-calculation.js';
 import { ledgerAccountId } from '../../src/ledger/account-id.js';
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FeeEvaluationError, type FeeEvaluationReason } from '../../src/domain/fees/fee-evaluation-error.js';
-import { createFeeSandbox, type FeeExpressionInput, type FeeSandbox } from '../../src/domain/fees/sandbox.js';
+import { FeeEvaluationError, type FeeEvaluationReason } from '../../src/domain/rules/fees/fee-evaluation-error.js';
+import { createFeeSandbox, type FeeExpressionInput, type FeeSandbox } from '../../src/domain/rules/fees/sandbox.js';
 
 const input: FeeExpressionInput = {
   operationType: 'P2P_TRANSFER',

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CompiledRuleCache } from '../../src/domain/fees/compiled-rule-cache.js';
-import { type FeeContext, type LocalFeeEngine, createLocalFeeEngine } from '../../src/domain/fees/fee-engine.js';
-import { FeeEvaluationError } from '../../src/domain/fees/fee-evaluation-error.js';
-import { type FeeRule, metadataTags } from '../../src/domain/fees/fee-rule.js';
-import { floorAndSum } from '../../src/domain/fees/fee-splits.js';
-import { type CompiledExpression, type FeeSandbox, createFeeSandbox } from '../../src/domain/fees/sandbox.js';
+import { CompiledRuleCache } from '../../src/domain/rules/fees/compiled-rule-cache.js';
+import { type FeeContext, type LocalFeeEngine, createLocalFeeEngine } from '../../src/domain/rules/fees/fee-engine.js';
+import { FeeEvaluationError } from '../../src/domain/rules/fees/fee-evaluation-error.js';
+import { type FeeRule, metadataTags } from '../../src/domain/rules/fees/fee-rule.js';
+import { floorAndSum } from '../../src/domain/rules/fees/fee-splits.js';
+import { type CompiledExpression, type FeeSandbox, createFeeSandbox } from '../../src/domain/rules/fees/sandbox.js';
 
 let nextRuleId = 1;
 

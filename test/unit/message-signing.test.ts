@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createSigner } from '@payorch/client';
 import { describe, expect, it } from 'vitest';
-import { type Component, messageSignedHeaders, signatureBase } from '../../src/domain/message-signing.js';
+import { type Component, messageSignedHeaders, signatureBase } from '../../src/domain/auth/message-signing.js';
 import { verifyMessageSignature } from '../../src/http/plugins/message-signature.js';
 
 interface Vector {

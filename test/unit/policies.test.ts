@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { type AuthPolicy, comparePolicies, conditionMatches, decide, type PolicyFacts } from '../../src/domain/policies.js';
+import { type AuthPolicy, comparePolicies, conditionMatches, decide, type PolicyFacts } from '../../src/domain/rules/policies.js';
 
 const facts: PolicyFacts = { amount: 500n, currency: 'THB', dailyCumulative: 0n, isNewPayee: false };
 

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
-import { lstatSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, lstatSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
@@ -89,5 +89,73 @@ describe('the repository is self-contained', () => {
         .map((a) => `${path}: #${a}`),
     ]);
     expect(unknown).toEqual([]);
+  });
+});
+
+/**
+ * A repository path as comments and docs write it: from a top-level folder to a file with an
+ * extension, or to a folder with its trailing slash. Placeholders (`migrations/NNN-name.sql`,
+ * `sql/<concept>/`) and globs stop the match or are skipped.
+ */
+const REPOSITORY_PATH =
+  /(?<![\w./@-])(?:src|test|docs|sql|migrations|bench|chaos|console|packages|scripts|config|deploy|bin|\.ci)\/[\w./-]*(?:\.(?:ts|js|mjs|cjs|sql|md|json|svg|png|yaml|yml|sh|html|css)\b|\/)/g;
+const PLACEHOLDER = /NNN|\bNN-/;
+
+/**
+ * Files whose text is history or generated: the monthly performance logs and the migrations keep
+ * the words they were written with (an applied migration never changes), and the generated files
+ * name no paths of their own.
+ */
+const isHistoryOrGenerated = (path: string) =>
+  path.startsWith('docs/perf-log/') ||
+  path.startsWith('migrations/') ||
+  ['package-lock.json', 'docs/openapi.json', 'test/types/openapi.ts'].includes(path);
+
+/** GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens. */
+const headingAnchor = (heading: string) =>
+  heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\w\- ]/g, '')
+    .replace(/ /g, '-');
+
+function anchorsOf(markdown: string): Set<string> {
+  return new Set([
+    ...[...markdown.matchAll(/<a id="([\w-]+)"><\/a>/g)].map((m) => m[1] ?? ''),
+    ...[...markdown.matchAll(/^#+ (.+)$/gm)].map((m) => headingAnchor(m[1] ?? '')),
+  ]);
+}
+
+describe('every path a comment or a document names is there', () => {
+  const current = files.filter(({ path }) => !isHistoryOrGenerated(path));
+
+  it('names only repository files and folders that exist', () => {
+    const missing = current.flatMap(({ path, text }) =>
+      [...text.matchAll(REPOSITORY_PATH)]
+        .map((m) => m[0])
+        .filter((named) => !PLACEHOLDER.test(named) && !existsSync(join(ROOT, named)))
+        .map((named) => `${path}: ${named}`),
+    );
+    expect(missing).toEqual([]);
+  });
+
+  it('links into a document only at an anchor or heading it has', () => {
+    const unknown = current.flatMap(({ path, text }) =>
+      [...text.matchAll(/((?:[\w.-]+\/)*[\w.-]+\.md)#([\w-]+)/g)].flatMap((m) => {
+        const [named, anchor] = [m[1] ?? '', m[2] ?? ''];
+        const target = [join(ROOT, named), join(ROOT, dirname(path), named)].find((candidate) => existsSync(candidate));
+        if (target === undefined) return [`${path}: ${named} (no such file)`];
+        return anchorsOf(readFileSync(target, 'utf8')).has(anchor) ? [] : [`${path}: ${named}#${anchor}`];
+      }),
+    );
+    expect(unknown).toEqual([]);
+  });
+
+  it('would see a path that is gone', () => {
+    // Joined here, so that this file does not name them itself.
+    const gone = [['src', 'client', 'types.ts'].join('/'), ['docs', 'ARCHITECTURE.md'].join('/')];
+    const named = [...`see ${gone[0]}, and ${gone[1]}.`.matchAll(REPOSITORY_PATH)].map((m) => m[0]);
+    expect(named).toEqual(gone);
+    expect(named.filter((p) => existsSync(join(ROOT, p)))).toEqual([]);
   });
 });

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { createSigner } from '@payorch/client';
 import { describe, expect, it } from 'vitest';
-import { signatureMatches, signingString, signRequest } from '../../src/domain/signing.js';
+import { signatureMatches, signingString, signRequest } from '../../src/domain/auth/signing.js';
 
 const vectors = JSON.parse(readFileSync(new URL('../vectors.json', import.meta.url), 'utf8')) as {
   requestSignatures: Array<{

@@ -1,8 +1,8 @@
 import { createHash, createHmac } from 'node:crypto';
 import { verifyWebhook } from '@payorch/client';
 import { describe, expect, it } from 'vitest';
-import { webhookSignedHeaders } from '../../src/domain/message-signing.js';
-import { WEBHOOK_RETRY_DELAY_MAX_MS, webhookIsDead, webhookRetryDelayMs } from '../../src/domain/webhooks/retry-schedule.js';
+import { webhookSignedHeaders } from '../../src/domain/auth/message-signing.js';
+import { WEBHOOK_RETRY_DELAY_MAX_MS, webhookIsDead, webhookRetryDelayMs } from '../../src/domain/events/webhooks/retry-schedule.js';
 
 const secret = 'wallet-api-secret';
 const body = '{"cursor":"c1","intentId":"0f7c","statusTo":"SETTLED"}';

@@ -2,8 +2,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, DEMO_CONFIG_FILE, readConfigFile } from '../../src/config.js';
-import { WEBHOOK_URL_LENGTH_MAX, webhookUrlProblem } from '../../src/domain/webhooks/webhook-url.js';
+import { ConfigError, DEMO_CONFIG_FILE, loadConfig, readConfigFile } from '../../src/config.js';
+import { startService } from '../../src/main.js';
+import { WEBHOOK_URL_LENGTH_MAX, webhookUrlProblem } from '../../src/domain/events/webhooks/webhook-url.js';
 
 describe('webhook URL', () => {
   it.each([
@@ -38,14 +39,16 @@ describe('webhook URL', () => {
     expect(webhookUrlProblem(url)).toMatch(problem);
   });
 
-  it('stops a start on a CONFIG_FILE key whose webhook URL is refused, naming the key and the field', () => {
+  it('stops a start on a CONFIG_FILE key whose webhook URL is refused, naming the key and the field', async () => {
     const file = readConfigFile(DEMO_CONFIG_FILE);
     const [first, ...rest] = file.serviceKeys;
     if (first === undefined) throw new Error('the demo config has service keys');
     const broken = { ...file, serviceKeys: [{ ...first, permissions: { ...first.permissions, webhook: { url: 'file:///x' } } }, ...rest] };
     const path = join(mkdtempSync(join(tmpdir(), 'payorch-webhook-')), 'config.json');
     writeFileSync(path, JSON.stringify(broken));
-    expect(() => readConfigFile(path)).toThrow(ConfigError);
-    expect(() => readConfigFile(path)).toThrow(`${first.serviceId} permissions.webhook.url: must be an http or https URL`);
+    // The check runs before the database is opened, so the refused start leaves nothing behind.
+    const start = startService(loadConfig({ CONFIG_FILE: path }));
+    await expect(start).rejects.toThrow(ConfigError);
+    await expect(start).rejects.toThrow(`${first.serviceId} permissions.webhook.url: must be an http or https URL`);
   });
 });

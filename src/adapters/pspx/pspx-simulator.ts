@@ -1,6 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import { assertNever } from '../../assert-never.js';
 
 /**
  * A PSPX provider that speaks the wire contract of pspx-client.ts over real HTTP, so that the
@@ -274,10 +275,6 @@ export class PspxSimulator {
         return assertNever(payout.status);
     }
   }
-}
-
-function assertNever(value: never): never {
-  throw new Error(`unexpected value ${JSON.stringify(value)}`);
 }
 
 export interface SimulatorServer {

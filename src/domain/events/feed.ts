@@ -9,7 +9,7 @@ import { comparePositions, encodeFeedCursor, FEED_START, type FeedPosition, late
 /**
  * The event feed (docs/EVENTS.md): every status change of every intent, read by cursor. Rows are
  * written once, by a trigger on the audit log in the transaction of the change itself, with their
- * place in the feed fixed then (migrations/020-event-feed-written-once.sql); a reader takes only
+ * place in the feed fixed then (sql/events/01-feed.sql); a reader takes only
  * the rows below its statement's horizon, the oldest transaction still running.
  */
 

@@ -1,10 +1,10 @@
 import type { Database } from '../../adapters/database.js';
-import type { Permissions } from '../admin/service-keys.js';
-import { parseAccountName } from '../account-names.js';
+import type { Permissions } from '../auth/service-keys.js';
+import { parseAccountName } from '../accounts/account-names.js';
 import { ApiError, apiError, assertNever } from '../errors.js';
 import { failureOf, storedDespite } from '../intents/commit/commit-unanswered.js';
 import { newIntentId } from '../intents/create/intent-id.js';
-import type { PayerLocks } from '../intents/create/payer-locks.js';
+import type { PayerLocks } from '../intents/commit/payer-locks.js';
 import { findOwnIntent, type Intent } from '../intents/store/intent-store.js';
 import { INSUFFICIENT_FUNDS_REASON, type RefundCommitter } from './refund-commit.js';
 import { refundFingerprint, type RefundRequest } from './refund-request.js';

@@ -1,6 +1,6 @@
 import { ledgerAccountId } from '../../ledger/account-id.js';
 import { LEDGER_THB, TransferFlags, type TransferInput } from '../../ledger/ledger.js';
-import { transitAccountName } from '../channels.js';
+import { transitAccountName } from '../channels/channels.js';
 import { LEDGER_CODE_REFUND } from '../model.js';
 import type { Intent } from '../intents/store/intent-store.js';
 import { transferId } from '../intents/money/money-path.js';

@@ -1,6 +1,6 @@
 import Type, { type Static } from 'typebox';
 import { UuidV4 } from '../wire-types.js';
-import { sha256Hex } from '../signing.js';
+import { sha256Hex } from '../auth/signing.js';
 
 /** POST /intents/{id}/refunds (docs/rules.md R57). */
 export const RefundBody = Type.Object(

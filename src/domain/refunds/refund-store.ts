@@ -1,7 +1,7 @@
 import Type from 'typebox';
 import type { Sql } from '../../adapters/database.js';
 import { apiError } from '../errors.js';
-import { isUuid } from '../accounts.js';
+import { isUuid } from '../accounts/accounts.js';
 import { Money, Timestamp, Uuid } from '../wire-types.js';
 
 /** A refund as stored (migrations/022-refunds.sql). */

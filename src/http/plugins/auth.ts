@@ -3,10 +3,10 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { apiError, type ErrorCode } from '../../domain/errors.js';
 import type { Sql } from '../../adapters/database.js';
 import { createMemorySharedState, type SharedState } from '../../adapters/shared-state.js';
-import { ConfigCache } from '../config-cache.js';
-import type { ConfigSnapshot } from '../../domain/config-snapshot.js';
-import type { ServiceKey } from '../../domain/service-keys.js';
-import { SIGNATURE_WINDOW_S, signatureMatches } from '../../domain/signing.js';
+import { ConfigCache } from '../../domain/auth/config-cache.js';
+import type { ConfigSnapshot } from '../../domain/auth/config-snapshot.js';
+import type { ServiceKeyGrant } from '../../domain/auth/service-keys.js';
+import { SIGNATURE_WINDOW_S, signatureMatches } from '../../domain/auth/signing.js';
 import { verifyMessageSignature } from './message-signature.js';
 import { claimAdminWrite, claimNonce, isAdminWrite } from './replay-guard.js';
 import { Throttle } from './throttle.js';
@@ -23,7 +23,7 @@ export type AuthMode = 'none' | 'service' | 'admin' | 'resolve';
 
 export interface Caller {
   /** null when the admin bearer token was used. */
-  readonly key: ServiceKey | null;
+  readonly key: ServiceKeyGrant | null;
   readonly serviceId: string;
 }
 
@@ -172,7 +172,7 @@ function verifyRequest(request: FastifyRequest, deps: Required<AuthDeps>): Verif
   return { serviceId, scheme: 'x-signature', signature, nonce: undefined };
 }
 
-async function serviceKeyOf(serviceId: string, deps: Required<AuthDeps>): Promise<{ key: ServiceKey; snapshot: ConfigSnapshot }> {
+async function serviceKeyOf(serviceId: string, deps: Required<AuthDeps>): Promise<{ key: ServiceKeyGrant; snapshot: ConfigSnapshot }> {
   // Checked against the database's config version on every request: a key deactivated a
   // moment ago, by any instance or by hand, is refused on the very next call.
   const snapshot = await deps.config.fresh();
@@ -205,7 +205,7 @@ export function requireUserId(request: FastifyRequest, code: ErrorCode = 'BAD_RE
 }
 
 /** Permissions of the signed key; the admin token carries every admin permission and no operation type. */
-export function callerKey(request: FastifyRequest): ServiceKey {
+export function callerKey(request: FastifyRequest): ServiceKeyGrant {
   const { key } = request.caller;
   if (key === null) throw apiError('FORBIDDEN', 'this operation needs a signed service key');
   return key;

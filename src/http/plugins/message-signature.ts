@@ -1,8 +1,8 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { apiError } from '../../domain/errors.js';
-import { type Component, MESSAGE_SIGNATURE_ALG, pathAndQuery, signatureBase } from '../../domain/message-signing.js';
-import { SIGNATURE_WINDOW_S } from '../../domain/signing.js';
+import { type Component, MESSAGE_SIGNATURE_ALG, pathAndQuery, signatureBase } from '../../domain/auth/message-signing.js';
+import { SIGNATURE_WINDOW_S } from '../../domain/auth/signing.js';
 import { parseContentDigest, parseSignature, parseSignatureInput, type SignatureInput } from './message-signature-fields.js';
 
 /** A request whose HTTP Message Signature verified: who signed, and what the replay guards key on. */

@@ -4,7 +4,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance, FastifySchema, RouteOptions } from 'fastify';
 import { type ErrorCode, ERROR_STATUS } from '../../domain/errors.js';
 import { componentRef, documentedComponents, withComponentRefs } from '../openapi-components.js';
-import { codesByStatus, type RouteError } from '../schemas.js';
+import { codesByStatus, type RouteError } from '../schemas/shared.js';
 import { SECURITY_SCHEMES, SIGNED_SECURITY } from './openapi-security.js';
 
 const DESCRIPTION =

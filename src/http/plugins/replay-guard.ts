@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import type { SharedState } from '../../adapters/shared-state.js';
 import { apiError } from '../../domain/errors.js';
-import { SIGNATURE_WINDOW_S, sha256Hex } from '../../domain/signing.js';
+import { SIGNATURE_WINDOW_S, sha256Hex } from '../../domain/auth/signing.js';
 
 /**
  * Twice the signature window: a request signed at the far end of ±60 s stays acceptable for

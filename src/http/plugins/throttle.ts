@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { BucketAnswer, BucketRule, TokenBuckets } from '../../adapters/token-buckets.js';
 import { ApiError, apiError } from '../../domain/errors.js';
-import type { ServiceKey } from '../../domain/service-keys.js';
+import type { ServiceKeyGrant } from '../../domain/auth/service-keys.js';
 
 /**
  * A source that keeps failing authentication is slowed down before its signature is even checked
@@ -106,7 +106,7 @@ export class Throttle {
     await this.take(sourceOf(request), this.failureRule, 1);
   }
 
-  async authenticated(key: ServiceKey | null, reply: FastifyReply): Promise<void> {
+  async authenticated(key: ServiceKeyGrant | null, reply: FastifyReply): Promise<void> {
     const limit = key?.permissions.rateLimit;
     if (key === null || limit === undefined) return;
     const answer = await this.take(`service:${key.serviceId}`, { ratePerS: limit.requestsPerSecond, burst: limit.burst }, 1);

@@ -1,30 +1,13 @@
 import type { App } from '../typed-app.js';
 import Type from 'typebox';
 import type { Database } from '../../adapters/database.js';
-import { balanceOf, findAccount, isUuid, openAccounts } from '../../domain/accounts.js';
-import { ENTITY_TYPES } from '../../domain/model.js';
+import { balanceOf, findAccount, isUuid, openAccounts } from '../../domain/accounts/accounts.js';
 import { apiError } from '../../domain/errors.js';
-import { listTransactions } from '../../domain/history.js';
+import { listTransactions } from '../../domain/accounts/history.js';
 import type { Ledger } from '../../ledger/ledger.js';
 import { callerKey, requireUserId } from '../plugins/auth.js';
-import { HistoryEntry, Money, responses, Uuid } from '../schemas.js';
-
-/** An account as the service names it: its name and its ledger id. */
-export const Account = Type.Object({ accountName: Type.String(), ledgerAccountId: Uuid });
-export const EntityAccount = Type.Object({ ...Account.properties, created: Type.Boolean() });
-export const EntityAccounts = Type.Object({ primary: EntityAccount, settlement: EntityAccount });
-const AccountCreated = Type.Union([Account, EntityAccounts]);
-export const Balance = Type.Object({ accountName: Type.String(), balance: Money, currency: Type.String() });
-export const Transactions = Type.Object({ transactions: Type.Array(HistoryEntry) });
-
-export const CreateAccountBody = Type.Object(
-  {
-    userId: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }),
-    currency: Type.Literal('THB'),
-    entityType: Type.Optional(Type.Enum(ENTITY_TYPES, { description: 'default user' })),
-  },
-  { additionalProperties: false },
-);
+import { responses } from '../schemas/shared.js';
+import { AccountCreated, Balance, CreateAccountBody, Transactions } from '../schemas/accounts.js';
 
 const AccountName = Type.Object({ name: Type.String({ minLength: 1, maxLength: 100 }) });
 

@@ -12,7 +12,7 @@ import type { Ledger } from '../../ledger/ledger.js';
 import { apiError } from '../../domain/errors.js';
 import { ALLOWED_TRANSITIONS, PSP_SUB_STATES } from '../../domain/intents/store/state-machine.js';
 import { CHANNELS, FINAL_STATUSES, INTENT_STATUSES, OPERATION_TYPES } from '../../domain/model.js';
-import { responses } from '../schemas.js';
+import { responses } from '../schemas/shared.js';
 import { adminAccountRoutes } from './admin/accounts.js';
 
 /** console/ at the package root: three levels up from both src/http/routes and dist/http/routes. */

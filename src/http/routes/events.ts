@@ -4,7 +4,7 @@ import { apiError } from '../../domain/errors.js';
 import { decodeFeedCursor, encodeFeedCursor } from '../../domain/events/feed-cursor.js';
 import { cursorIssuedBefore, cursorPruned, FeedEventView, feedEventView, readFeedSettled } from '../../domain/events/feed.js';
 import type { App } from '../typed-app.js';
-import { responses } from '../schemas.js';
+import { responses } from '../schemas/shared.js';
 
 /** docs/rules.md R54. */
 export const EVENTS_LIMIT_DEFAULT = 100;

@@ -1,11 +1,10 @@
 import type { App } from '../typed-app.js';
-import Type from 'typebox';
-import { Timestamp } from '../../domain/wire-types.js';
 import type { Sql } from '../../adapters/database.js';
 import type { Ledger } from '../../ledger/ledger.js';
 import { MigrationChangedError, migrationStatus } from '../../adapters/migrations.js';
 import { apiError } from '../../domain/errors.js';
-import { responses } from '../schemas.js';
+import { responses } from '../schemas/shared.js';
+import { Alive, HealthKo, HealthOk } from '../schemas/health.js';
 
 export const EVENT_LOOP_DELAY_MAX_MS = 1000;
 const tickIntervalMs = 100;
@@ -36,10 +35,6 @@ export function startEventLoopMonitor(): { delayMs: () => number; restart: () =>
     stop: () => clearInterval(timer),
   };
 }
-
-export const HealthOk = Type.Object({ status: Type.Literal('ok'), version: Type.String(), timestamp: Timestamp });
-const Alive = Type.Object({ status: Type.Literal('ok') });
-export const HealthKo = Type.Object({ status: Type.Literal('ko'), message: Type.String() });
 
 export function healthRoutes(app: App, deps: { sql: Sql; ledger: Ledger; version: string; eventLoopDelayMs: () => number }) {
   app.get(

@@ -11,7 +11,7 @@ import { type FeedEvent, readIntentFeed } from '../../domain/events/feed.js';
 import { intentChannel } from '../../domain/intents/store/status-publisher.js';
 import { FINAL_STATUSES, type IntentStatus } from '../../domain/model.js';
 import { isIntentStatus } from '../../domain/intents/store/state-machine.js';
-import { responses, Uuid } from '../schemas.js';
+import { responses, Uuid } from '../schemas/shared.js';
 import { refuseRateLimited } from '../plugins/throttle.js';
 
 /** A comment line this often keeps proxies and load balancers from closing an idle stream. */

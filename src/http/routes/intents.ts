@@ -1,7 +1,7 @@
 import type { App } from '../typed-app.js';
 import { tagIntent } from '../../adapters/tracing.js';
 import Type from 'typebox';
-import { CHANNEL_BEHAVIOUR } from '../../domain/channels.js';
+import { CHANNEL_BEHAVIOUR } from '../../domain/channels/channels.js';
 import { type IntentDeps, createIntent } from '../../domain/intents/create/create-intent.js';
 import { IntentBody, intentRequest, QuoteBody, withBodyDefaults } from '../../domain/intents/create/intent-request.js';
 import { findOwnIntent, type Intent, listEvents } from '../../domain/intents/store/intent-store.js';
@@ -9,59 +9,8 @@ import { refundedAmountOf } from '../../domain/refunds/refund-store.js';
 import { calculateFees } from '../../domain/intents/create/fee-calculation.js';
 import { callerKey, requireUserId } from '../plugins/auth.js';
 import { addRequestLogFields } from '../log-options.js';
-import { ChannelSchema, IntentStatusSchema, OperationTypeSchema } from '../../domain/wire-types.js';
-import { Money, type RouteError, responses, Timestamp, Uuid } from '../schemas.js';
-
-export const IntentCreated = Type.Object({
-  intentId: Uuid,
-  status: IntentStatusSchema,
-  channel: ChannelSchema,
-  amount: Type.Optional(Money),
-  currency: Type.Optional(Type.String()),
-  preFeeAmount: Money,
-  postFeeAmount: Money,
-  requiresMonitoring: Type.Boolean(),
-  createdAt: Timestamp,
-  expiresAt: Type.Optional(Timestamp),
-  qrSignature: Type.Optional(Type.String()),
-  version: Type.Integer(),
-});
-
-export const IntentView = Type.Object({
-  intentId: Uuid,
-  status: IntentStatusSchema,
-  operationType: OperationTypeSchema,
-  channel: ChannelSchema,
-  amount: Money,
-  currency: Type.String(),
-  preFeeAmount: Money,
-  postFeeAmount: Money,
-  fromAccount: Type.Union([Type.String(), Type.Null()]),
-  toAccount: Type.String(),
-  failureReason: Type.Union([Type.String(), Type.Null()]),
-  version: Type.Integer(),
-  createdAt: Timestamp,
-  updatedAt: Timestamp,
-  /** docs/rules.md R57: on GET /intents/{id}, the sum of the intent's SETTLED refunds. */
-  refundedAmount: Type.Optional(Money),
-});
-
-/** The trail records the PSP worker's steps too, so an event's status is an intent status or a PSP sub-state. */
-const EventStatus = Type.String({ description: 'an intent status, or a PSP sub-state (QUERY_PENDING, CONFIRM_PENDING…)' });
-
-export const IntentEventView = Type.Object({
-  id: Type.Integer(),
-  statusFrom: Type.Union([EventStatus, Type.Null()]),
-  statusTo: EventStatus,
-  reason: Type.Union([Type.String(), Type.Null()]),
-  payload: Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.Null()]),
-  createdAt: Timestamp,
-});
-
-export const IntentEvents = Type.Object({ events: Type.Array(IntentEventView) });
-
-export const FeeSplit = Type.Object({ account: Type.String(), amount: Money });
-export const Quote = Type.Object({ fee: Money, totalCharge: Money, breakdown: Type.Array(FeeSplit) });
+import { type RouteError, responses, Uuid } from '../schemas/shared.js';
+import { IntentCreated, IntentEvents, IntentView, Quote } from '../schemas/intents.js';
 
 const IdParams = Type.Object({ id: Uuid });
 

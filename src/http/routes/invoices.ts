@@ -2,13 +2,12 @@ import type { FastifyRequest } from 'fastify';
 import type { App } from '../typed-app.js';
 import Type from 'typebox';
 import { ApiError } from '../../domain/errors.js';
-import { cancelInvoice, DEFAULT_CANCEL_REASON } from '../../domain/intents/invoices/cancel-invoice.js';
-import { confirmInvoice } from '../../domain/intents/invoices/confirm-invoice.js';
+import { cancelInvoice, DEFAULT_CANCEL_REASON } from '../../domain/invoices/cancel-invoice.js';
+import { confirmInvoice } from '../../domain/invoices/confirm-invoice.js';
 import type { IntentDeps } from '../../domain/intents/create/create-intent.js';
 import { requireUserId } from '../plugins/auth.js';
-import { INTENT_STATUSES } from '../../domain/model.js';
-import { ChannelSchema } from '../../domain/wire-types.js';
-import { Money, type RouteError, responses, Timestamp, Uuid } from '../schemas.js';
+import { type RouteError, responses, Uuid } from '../schemas/shared.js';
+import { CancelBody, CancelResult, ConfirmBody, ConfirmResult } from '../schemas/invoices.js';
 
 /**
  * On confirm and cancel (docs/rules.md R29) a missing or malformed X-User-Id is 400 VALIDATION_ERROR, while the
@@ -43,41 +42,6 @@ const IdParams = Type.Object({ id: Uuid });
 
 /** The 400 a missing or malformed X-User-Id or If-Match gets here. */
 const HEADER_VALIDATION_ERROR: RouteError = [400, 'VALIDATION_ERROR'];
-
-export const ConfirmBody = Type.Object(
-  {
-    payerLedgerAccountId: Uuid,
-    payerUserId: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }),
-    idempotencyKey: Uuid,
-  },
-  { additionalProperties: false },
-);
-
-export const ConfirmResult = Type.Object({
-  intentId: Uuid,
-  status: Type.Enum(INTENT_STATUSES, {
-    description: 'SETTLED, or FAILED when the payer lacks funds, a limit blocks or the ledger refuses the settlement',
-  }),
-  channel: ChannelSchema,
-  createdAt: Timestamp,
-  version: Type.Integer(),
-  replayed: Type.Boolean(),
-});
-
-export const CancelBody = Type.Object(
-  { reason: Type.Optional(Type.String({ minLength: 1, maxLength: 50 })) },
-  { additionalProperties: false },
-);
-
-export const CancelResult = Type.Object({
-  intentId: Uuid,
-  status: Type.Literal('CANCELED'),
-  channel: ChannelSchema,
-  preFeeAmount: Money,
-  postFeeAmount: Money,
-  requiresMonitoring: Type.Boolean(),
-  createdAt: Timestamp,
-});
 
 /** Two-phase merchant invoices: the payer's confirm and the issuer's cancel. */
 export function invoiceRoutes(app: App, deps: IntentDeps) {

@@ -1,11 +1,11 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { App } from '../typed-app.js';
 import Type from 'typebox';
-import type { Metrics } from '../../adapters/metrics.js';
+import type { Metrics } from '../../observability/metrics.js';
 import { apiError } from '../../domain/errors.js';
 import { FINAL_STATUSES, type IntentStatus, OPERATION_TYPES } from '../../domain/model.js';
 import { bearerMatches } from '../plugins/auth.js';
-import { responses } from '../schemas.js';
+import { responses } from '../schemas/shared.js';
 
 export interface MetricsRouteDeps {
   readonly metrics: Metrics;

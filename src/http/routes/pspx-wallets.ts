@@ -1,15 +1,13 @@
 import type { App } from '../typed-app.js';
-import Type from 'typebox';
 import type { Database } from '../../adapters/database.js';
 import { type PspxClient, WalletCustomer } from '../../adapters/pspx/pspx-client.js';
 import { apiError } from '../../domain/errors.js';
-import { registerPspxWallet } from '../../domain/pspx-wallets.js';
+import { registerPspxWallet } from '../../domain/accounts/pspx-wallets.js';
 import { callerKey, requireUserId } from '../plugins/auth.js';
-import { responses } from '../schemas.js';
+import { responses } from '../schemas/shared.js';
+import { Registration } from '../schemas/accounts.js';
 
 const PSPX_OPERATION_TYPES: readonly string[] = ['PSPX_WITHDRAWAL', 'THAI_QR_PAY'];
-
-export const Registration = Type.Object({ walletId: Type.String(), alreadyRegistered: Type.Boolean() });
 
 export function pspxWalletRoutes(app: App, deps: { db: Database; pspx: PspxClient }) {
   app.post(

@@ -5,7 +5,7 @@ import { createRefund, type RefundDeps } from '../../domain/refunds/create-refun
 import { RefundBody, refundRequest } from '../../domain/refunds/refund-request.js';
 import { findOwnRefund, listRefunds, RefundList, RefundView, refundView } from '../../domain/refunds/refund-store.js';
 import { findOwnIntent } from '../../domain/intents/store/intent-store.js';
-import { responses, Uuid } from '../schemas.js';
+import { responses, Uuid } from '../schemas/shared.js';
 
 const IdParams = Type.Object({ id: Uuid });
 const RefundIdParams = Type.Object({ refundId: Uuid });

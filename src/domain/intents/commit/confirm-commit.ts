@@ -1,15 +1,15 @@
-import type { Sql, Tx } from '../../../adapters/database.js';
+import type { Tx } from '../../../adapters/database.js';
 import type { Ledger, TransferInput } from '../../../ledger/ledger.js';
 import { apiError, assertNever } from '../../errors.js';
 import { ledgerResultsPerIntent, moneyOutcomeOf, voidRefusedChains } from '../money/apply-transfers.js';
 import { voidTransfer } from '../money/money-path.js';
-import { PAYER_LOCK_CLASS, RECIPIENT_LIMIT_LOCK_CLASS, transactionInProgress } from '../create/payer-locks.js';
-import { INTENT_SELECT, type HistoryRow, type Intent, toIntent, type Transition } from '../store/intent-store.js';
-import { assertTrail } from '../store/state-machine.js';
+import { PAYER_LOCK_CLASS, RECIPIENT_LIMIT_LOCK_CLASS, transactionInProgress } from './payer-locks.js';
+import type { HistoryRow, Intent, Transition } from '../store/intent-store.js';
+import { type InvoiceFees, redeemInvoices } from '../store/intent-batch-writer.js';
 import { checkJson, type Guard, type GuardRefusal, limitCheckOf } from './guard.js';
 
 /**
- * Invoice confirms by group commit (docs/PERFORMANCE.md, Invoice confirm): the confirms that
+ * Invoice confirms by group commit (docs/design.md#hot-group-commit): the confirms that
  * arrive while earlier ones commit share one transaction. Per batch, whatever its size: BEGIN,
  * one statement that claims the invoices and guards their payers (below), one ledger call with
  * every redemption's transfers (each its own linked chain, so one refusal leaves the others
@@ -34,11 +34,7 @@ export interface ConfirmCommit {
   readonly attemptId: string;
   /** X-User-Id of the confirm, recorded on the claim's event. */
   readonly actor: number;
-  readonly fees: {
-    readonly preFee: bigint;
-    readonly postFee: bigint;
-    readonly splits: ReadonlyArray<{ readonly account: string; readonly amount: string }>;
-  };
+  readonly fees: InvoiceFees;
   /** `[reserve, ...settlement chain]`. */
   readonly transfers: readonly TransferInput[];
   /** The payer's lock and the limit checks of docs/rules.md R21, compared under the invoice's row lock. */
@@ -103,11 +99,26 @@ export async function commitConfirmBatch(tx: Tx, ledger: Ledger, batch: readonly
     }
   });
   await voidRefusedChains(tx, ledger, voids);
-  const finished = await finishBatch(
+  const finished = await redeemInvoices(
     tx,
     batch.flatMap((item, index) => {
       const ending = endings[index] ?? null;
-      return ending === null ? [] : [{ item, ending, transitions: [claimEvent(item), ...transitionsOf(ending)] }];
+      if (ending === null) return [];
+      const { invoice, payer, confirmIdempotencyKey, attemptId, fees } = item;
+      return [
+        {
+          invoice,
+          payer,
+          confirmIdempotencyKey,
+          attemptId,
+          fees,
+          status: ending.status,
+          failureReason: ending.status === 'FAILED' ? ending.reason : null,
+          transferIds: ending.transferIds,
+          transitions: [claimEvent(item), ...transitionsOf(ending)],
+          history: ending.status === 'SETTLED' ? historyOf(item) : [],
+        },
+      ];
     }),
   );
   return batch.map((item, index) => {
@@ -192,82 +203,3 @@ function historyOf(item: ConfirmCommit): HistoryRow[] {
     { accountName: invoice.toAccountName, userId: invoice.toUserId, direction: 'CREDIT', amount: invoice.amount, feeAmount: fees.postFee },
   ];
 }
-
-/**
- * Where every claimed invoice ended, in one statement: the invoice row (its payer, fees,
- * transfers and version, as the claim and the ending of a single confirm would have written
- * them), its audit events in order, and the history rows of the settled ones. Answers the
- * invoices as stored, by id.
- */
-async function finishBatch(
-  tx: Sql,
-  finishing: ReadonlyArray<{ item: ConfirmCommit; ending: Ending; transitions: readonly Transition[] }>,
-): Promise<Map<string, Intent>> {
-  if (finishing.length === 0) return new Map();
-  for (const { ending, transitions } of finishing) assertTrail('CREATED', ending.status, transitions);
-  const items = finishing.map(({ item, ending, transitions }, ord) => ({
-    ord,
-    invoice_id: item.invoice.id,
-    final_status: ending.status,
-    final_reason: ending.status === 'FAILED' ? ending.reason : null,
-    payer_account: item.payer.accountName,
-    payer_user_id: item.payer.userId,
-    confirm_key: item.confirmIdempotencyKey,
-    attempt_id: item.attemptId,
-    pre_fee: item.fees.preFee.toString(),
-    post_fee: item.fees.postFee.toString(),
-    splits: item.fees.splits.map((split) => ({ account: split.account, amount: split.amount })),
-    transfers: ending.transferIds,
-    reserved: ending.transferIds.length > 0,
-    operation_type: item.invoice.operationType,
-    currency: item.invoice.currency,
-    transitions: transitions.map((t) => ({ from: t.from, to: t.to, reason: t.reason ?? null, payload: t.payload ?? null })),
-    history: ending.status === 'SETTLED' ? historyOf(item).map(historyJson) : [],
-  }));
-  const { rows } = await tx.query(
-    `WITH x AS (
-       SELECT * FROM jsonb_to_recordset($1::jsonb)
-         AS x (ord integer, invoice_id uuid, final_status text, final_reason text, payer_account text, payer_user_id bigint,
-               confirm_key uuid, attempt_id uuid, pre_fee bigint, post_fee bigint, splits jsonb, transfers jsonb, reserved boolean,
-               operation_type text, currency text, transitions jsonb, history jsonb)
-     ), finished AS (
-       UPDATE intents i
-          SET status = x.final_status, updated_at = now(),
-              failure_reason = coalesce(x.final_reason, i.failure_reason),
-              from_account_name = x.payer_account, from_user_id = x.payer_user_id, user_id = x.payer_user_id,
-              redeemed_by_user_id = x.payer_user_id, redeemed_at = now(), confirm_idempotency_key = x.confirm_key,
-              confirm_attempt_id = x.attempt_id,
-              version = i.version + 1,
-              pre_fee_amount = x.pre_fee, post_fee_amount = x.post_fee, fee_splits = x.splits,
-              transfer_ids = ARRAY(SELECT jsonb_array_elements_text(x.transfers)::uuid),
-              reserved_at = CASE WHEN x.reserved THEN now() ELSE i.reserved_at END
-         FROM x
-        WHERE i.id = x.invoice_id AND i.status = 'CREATED'
-       RETURNING i.*
-     ), events AS (
-       INSERT INTO intent_events (intent_id, status_from, status_to, reason, payload)
-       SELECT x.invoice_id, t.value->>'from', t.value->>'to', t.value->>'reason', NULLIF(t.value->'payload', 'null'::jsonb)
-         FROM x, jsonb_array_elements(x.transitions) WITH ORDINALITY AS t (value, ord)
-        ORDER BY x.ord, t.ord
-     ), history AS (
-       INSERT INTO transactions (intent_id, account_name, user_id, operation_type, direction, amount, fee_amount, currency)
-       SELECT x.invoice_id, h.account_name, h.user_id, x.operation_type, h.direction, h.amount, h.fee_amount, x.currency
-         FROM x, jsonb_to_recordset(x.history) AS h (account_name text, user_id bigint, direction text, amount bigint, fee_amount bigint)
-       ON CONFLICT (intent_id, account_name, direction) WHERE refund_id IS NULL DO NOTHING
-     )
-     SELECT ${INTENT_SELECT} FROM finished`,
-    [JSON.stringify(items)],
-  );
-  const finished = new Map(rows.map((row) => [row.id as string, toIntent(row)]));
-  // The claim holds each row locked in CREATED; a row not written here is a broken invariant.
-  if (finished.size !== finishing.length) throw new Error(`finished ${finished.size} of ${finishing.length} claimed invoices`);
-  return finished;
-}
-
-const historyJson = (h: HistoryRow) => ({
-  account_name: h.accountName,
-  user_id: h.userId,
-  direction: h.direction,
-  amount: h.amount.toString(),
-  fee_amount: h.feeAmount.toString(),
-});

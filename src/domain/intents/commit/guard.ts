@@ -1,8 +1,8 @@
 import type { ApiError } from '../../errors.js';
-import { type LimitCheck, limitExceeded } from '../../limits.js';
-import { transactionInProgress } from '../create/payer-locks.js';
+import { type LimitCheck, limitExceeded } from '../../rules/limits.js';
+import { transactionInProgress } from './payer-locks.js';
 
-/** What intent_guard (migrations/006) holds and compares for one payment, in its transaction. */
+/** What intent_guard (sql/intents/02-guard.sql) holds and compares for one payment, in its transaction. */
 export interface Guard {
   /** The payer whose advisory lock (docs/rules.md R22) this transaction takes; null: none. */
   readonly payerUserId: number | null;

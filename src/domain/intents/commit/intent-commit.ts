@@ -10,12 +10,12 @@ import { GroupCommit } from './group-commit.js';
 import { type BatchEvidence, BetLost, type LedgerCall, LedgerCallChoice } from './ledger-call.js';
 import { type HistoryRow, type NewIntent, newIntentRow, type Transition } from '../store/intent-store.js';
 import { voidTransfer } from '../money/money-path.js';
-import { assertTrail } from '../store/state-machine.js';
-import { PAYER_LOCK_CLASS, RECIPIENT_LIMIT_LOCK_CLASS } from '../create/payer-locks.js';
+import { closeNewIntents, type NewIntentClosing } from '../store/intent-batch-writer.js';
+import { PAYER_LOCK_CLASS, RECIPIENT_LIMIT_LOCK_CLASS } from './payer-locks.js';
 
 /**
  * The one transaction that stores new intents with their money, shared by every intent that
- * arrives while earlier ones commit (group commit, docs/PERFORMANCE.md). Per batch, whatever its
+ * arrives while earlier ones commit (docs/design.md#hot-group-commit). Per batch, whatever its
  * size: BEGIN, one statement that guards and inserts the intents (intent_open_batch), one ledger
  * call with all their transfers (a TigerBeetle-style batch: each intent's settlement is its own
  * linked chain, so one refusal leaves the others alone; on PostgreSQL sent right behind the
@@ -49,13 +49,13 @@ export type CommitOutcome =
 /**
  * Intents of one batch. The ledger's and the guard's cost is mostly per batch (locks, the plan,
  * the roll-up of hot accounts), so a larger batch costs less per intent; 64 did better than 32
- * and 128 (see docs/PERFORMANCE.md, Group commit).
+ * and 128 (docs/design.md#hot-group-commit).
  */
 const BATCH_MAX = 64;
 /**
  * Batches being committed at once, per instance: one. On two cores a second batch in flight only
  * split the work into smaller batches that cost more CPU per intent and contended for the hot
- * accounts' shards (see docs/PERFORMANCE.md, Group commit). Intents arriving meanwhile wait in
+ * accounts' shards (docs/design.md#hot-group-commit). Intents arriving meanwhile wait in
  * the process and join the next batch; more throughput comes from more instances.
  */
 const FLUSHES_MAX = 1;
@@ -74,8 +74,7 @@ export class IntentCommitter {
     // The ledger call leaves with intent_open_batch: on PostgreSQL in the same round trip. On
     // PGlite the closing statement leaves with them as well: its one connection is held by the
     // transaction, so while the answers crossed to this thread and the closing statement crossed
-    // back, the database thread sat idle and every read waited (docs/PERFORMANCE.md, Log,
-    // "PGlite's batch in one pass"). That bet is lost by every batch that holds a refused
+    // back, the database thread sat idle and every read waited (docs/design.md#hot-ledger-bet). That bet is lost by every batch that holds a refused
     // transfer, an everyday answer, so it is held back after a loss (LedgerCallChoice).
     const choice = new LedgerCallChoice(db.kind === 'pglite' ? 'with-close' : 'with-open');
     const commitAs = (batch: readonly IntentCommit[], call: LedgerCall) =>
@@ -91,18 +90,18 @@ export class IntentCommitter {
       keysOf: (item) => recipientLimitKeysOf(item.guard),
       // Users' wallets are guarded accounts, one balance row each, locked by the ledger call until
       // COMMIT: a batch that needs a wallet another batch holds waits here rather than in the
-      // database, holding its own locks and connection (see docs/PERFORMANCE.md, Group commit).
+      // database, holding its own locks and connection (docs/design.md#hot-payer-locks).
       // With one batch in flight no other batch holds one, so the keys are not computed at all.
       ...(FLUSHES_MAX > 1 ? { lockKeysOf: (item: IntentCommit) => walletKeysOf(item.intent) } : {}),
       // PGlite runs one statement at a time, so while a batch commits the requests behind it wait
       // to read, and reach the commit one by one: a short pause lets them gather into the next
-      // batch (see docs/PERFORMANCE.md, Group commit).
+      // batch (docs/design.md#hot-pglite-gather).
       gatherMs: db.kind === 'pglite' ? PGLITE_GATHER_MS : 0,
     });
     // Invoice confirms batch apart from new intents: they claim rows that exist instead of
     // inserting, and a batch of each can commit at once. The same keys and the same pause hold.
     // Their ledger call waits for the claim's answer: sent with the claim it measured no faster
-    // (docs/PERFORMANCE.md, Log, "the confirm's ledger call").
+    // (docs/perf-log/2026-11.md, "the confirm's ledger call").
     const confirmAs = async (batch: readonly ConfirmCommit[]) => {
       const outcomes = await committing(db, (tx) => commitConfirmBatch(tx, ledger, batch));
       observeBatch(batch.length);
@@ -195,9 +194,9 @@ export async function commitBatch(
   if (ledgerCall === 'with-close') {
     // Sent before any answer, as if every intent opened and every transfer applied; the checks
     // below throw BetLost otherwise, before COMMIT is sent, and the closing rolls back with the rest.
-    closeBatch(
+    closeNewIntents(
       tx,
-      batch.map((item) => ({ item, action: 'keep', transitions: item.transitions, history: item.history })),
+      batch.map((item) => ({ intent: item.intent, action: 'keep', transitions: item.transitions, history: item.history })),
     );
   }
   const opened = await opening;
@@ -217,7 +216,7 @@ export async function commitBatch(
   if (ledgerCall === 'with-close' && [...resultsOf.values()].some((results) => moneyOutcomeOf(results).kind !== 'applied'))
     throw new BetLost();
   const voids: TransferInput[] = [];
-  const closing: Closing[] = [];
+  const closing: NewIntentClosing[] = [];
   batch.forEach((item, index) => {
     if (outcomes[index] !== null) return;
     const money = moneyOutcomeOf(resultsOf.get(moving.indexOf(index)) ?? []);
@@ -226,26 +225,26 @@ export async function commitBatch(
       case 'reservation_refused':
         // The settlement chain needs the reservation, so nothing moved: the intent is not stored.
         outcomes[index] = { kind: 'refused', error: reservationError(money.failure) };
-        closing.push({ item, action: 'drop', transitions: [], history: [] });
+        closing.push({ intent: item.intent, action: 'drop', transitions: [], history: [] });
         break;
       case 'settlement_refused': {
         const { reason } = money;
         const transitions: Transition[] = [...item.transitions.slice(0, -1), { from: 'AUTHORIZED', to: 'FAILED', reason }];
         voids.push(voidTransfer(item.intent.id, item.intent.operationType));
         outcomes[index] = { kind: 'stored', createdAt, transitions, failure: { reason } };
-        closing.push({ item, action: 'fail', failureReason: reason, transitions, history: [] });
+        closing.push({ intent: item.intent, action: 'fail', failureReason: reason, transitions, history: [] });
         break;
       }
       case 'applied':
         outcomes[index] = { kind: 'stored', createdAt, transitions: item.transitions, failure: null };
-        closing.push({ item, action: 'keep', transitions: item.transitions, history: item.history });
+        closing.push({ intent: item.intent, action: 'keep', transitions: item.transitions, history: item.history });
         break;
       default:
         assertNever(money);
     }
   });
   await voidRefusedChains(tx, ledger, voids);
-  if (ledgerCall !== 'with-close') closeBatch(tx, closing);
+  if (ledgerCall !== 'with-close') closeNewIntents(tx, closing);
   const stored = outcomes.map((o) => o!);
   return {
     outcomes: stored,
@@ -267,68 +266,6 @@ async function openBatch(tx: Sql, batch: readonly IntentCommit[]): Promise<Opene
   const opened = rows[0]?.opened ?? [];
   if (opened.length !== batch.length) throw new Error(`intent_open_batch answered ${opened.length} of ${batch.length}`);
   return opened;
-}
-
-interface Closing {
-  readonly item: IntentCommit;
-  /** keep: append its trail; fail: mark it FAILED with its trail; drop: it never happened. */
-  readonly action: 'keep' | 'fail' | 'drop';
-  readonly failureReason?: string;
-  readonly transitions: readonly Transition[];
-  readonly history: readonly HistoryRow[];
-}
-
-/**
- * Every intent's audit events (in order) and history rows in one statement, which reads no table:
- * joined with `intents`, a batch estimated at jsonb_to_recordset's default 100 rows made the
- * planner hash-join a sequential scan of the table while it was small, and a fresh installation
- * slowed down as it grew (docs/PERFORMANCE.md). The rare FAILED marks and drops go by primary key.
- * Nothing here is read back, so the statements are sent, not awaited: the COMMIT follows them in
- * the same round trip, and fails with them.
- */
-function closeBatch(tx: Tx, closing: readonly Closing[]): void {
-  if (closing.length === 0) return;
-  for (const { item, action, transitions } of closing) {
-    if (action !== 'drop') assertTrail(null, action === 'fail' ? 'FAILED' : item.intent.status, transitions);
-  }
-  const items = closing.map(({ item, transitions, history }, ord) => ({
-    ord,
-    id: item.intent.id,
-    operation_type: item.intent.operationType,
-    currency: item.intent.currency,
-    transitions: transitions.map((t) => ({ from: t.from, to: t.to, reason: t.reason ?? null, payload: t.payload ?? null })),
-    history: history.map((h) => ({
-      account_name: h.accountName,
-      user_id: h.userId,
-      direction: h.direction,
-      amount: h.amount.toString(),
-      fee_amount: h.feeAmount.toString(),
-    })),
-  }));
-  tx.send(
-    `WITH items AS (
-       SELECT * FROM jsonb_to_recordset($1::jsonb)
-         AS x (ord integer, id uuid, operation_type text, currency text, transitions jsonb, history jsonb)
-     ), events AS (
-       INSERT INTO intent_events (intent_id, status_from, status_to, reason, payload)
-       SELECT x.id, t.value->>'from', t.value->>'to', t.value->>'reason', NULLIF(t.value->'payload', 'null'::jsonb)
-         FROM items x, jsonb_array_elements(x.transitions) WITH ORDINALITY AS t (value, ord)
-        ORDER BY x.ord, t.ord
-     )
-     INSERT INTO transactions (intent_id, account_name, user_id, operation_type, direction, amount, fee_amount, currency)
-     SELECT x.id, h.account_name, h.user_id, x.operation_type, h.direction, h.amount, h.fee_amount, x.currency
-       FROM items x, jsonb_to_recordset(x.history) AS h (account_name text, user_id bigint, direction text, amount bigint, fee_amount bigint)
-     ON CONFLICT (intent_id, account_name, direction) WHERE refund_id IS NULL DO NOTHING`,
-    [JSON.stringify(items)],
-  );
-  const dropped = closing.filter((c) => c.action === 'drop').map((c) => c.item.intent.id);
-  if (dropped.length > 0) tx.send('DELETE FROM intents WHERE id = ANY($1::uuid[])', [dropped]);
-  for (const failed of closing.filter((c) => c.action === 'fail')) {
-    tx.send("UPDATE intents SET status = 'FAILED', failure_reason = $2, updated_at = now() WHERE id = $1", [
-      failed.item.intent.id,
-      failed.failureReason,
-    ]);
-  }
 }
 
 function reservationError(failure: CreateTransferResult): ApiError {

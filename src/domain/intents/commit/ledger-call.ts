@@ -19,8 +19,7 @@ export class BetLost extends Error {}
  * without a bet still shows whether it would have stood (every intent opened; every transfer
  * applied too), so the rule can wait for that evidence instead of paying for lost bets to probe.
  * A lost bet costs about the batch again (it runs to its end, rolls back and runs again); a won
- * one saves a round trip on PostgreSQL and about a tenth of a batch on PGlite (docs/PERFORMANCE.md,
- * Log, "PGlite's batch in one pass"), so betting pays only while few batches would lose it. With
+ * one saves a round trip on PostgreSQL and about a tenth of a batch on PGlite (docs/design.md#hot-ledger-bet), so betting pays only while few batches would lose it. With
  * a share p of batches that would lose, the rule bets on (1 − p)^8 of the batches and loses
  * p·(1 − p)^8 of them: at most 4.3 % of batches (at p = 1/9) whatever the share, none to speak of
  * when most batches would lose, and 92 % of batches still bet when one in a hundred would.

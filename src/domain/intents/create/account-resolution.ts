@@ -1,6 +1,6 @@
-import type { Permissions } from '../../admin/service-keys.js';
-import { parseAccountName, userWalletName } from '../../account-names.js';
-import { type AccountLookup, type AccountRecord, lookupAccount } from '../../accounts.js';
+import type { Permissions } from '../../auth/service-keys.js';
+import { parseAccountName, userWalletName } from '../../accounts/account-names.js';
+import { type AccountLookup, type AccountRecord, lookupAccount } from '../../accounts/accounts.js';
 import { apiError } from '../../errors.js';
 import { assertNever } from '../../errors.js';
 import type { AccountType } from '../../model.js';

@@ -1,18 +1,18 @@
 import { createHmac } from 'node:crypto';
 import type { Database } from '../../../adapters/database.js';
-import type { Permissions } from '../../admin/service-keys.js';
+import type { Permissions } from '../../auth/service-keys.js';
 import { ledgerAccountId } from '../../../ledger/account-id.js';
 import type { Ledger } from '../../../ledger/ledger.js';
-import type { AccountLookup, AccountRecord } from '../../accounts.js';
+import type { AccountLookup, AccountRecord } from '../../accounts/accounts.js';
 import { ApiError, apiError, assertNever } from '../../errors.js';
-import { type ConfigSnapshot, feeRulesOf } from '../../config-snapshot.js';
-import { type FeeEngine, type FeeResult, NO_FEES } from '../../fees/index.js';
-import { applicableLimitRules, type LimitRule, limitChecks, loadLimitRules } from '../../limits.js';
+import { type ConfigSnapshot, feeRulesOf } from '../../auth/config-snapshot.js';
+import { type FeeEngine, type FeeResult, NO_FEES } from '../../rules/fees/index.js';
+import { applicableLimitRules, type LimitRule, limitChecks, loadLimitRules } from '../../rules/limits.js';
 import type { Logger } from '../../../adapters/logger.js';
 import type { Channel, IntentStatus } from '../../model.js';
-import { CHANNEL_BEHAVIOUR, isInvoiceChannel, transitAccountName } from '../../channels.js';
-import { pickChannel, routeChannel } from '../../routing.js';
-import { sha256Hex } from '../../signing.js';
+import { CHANNEL_BEHAVIOUR, isInvoiceChannel, transitAccountName } from '../../channels/channels.js';
+import { pickChannel, routeChannel } from '../../rules/routing.js';
+import { sha256Hex } from '../../auth/signing.js';
 import { newIntentId } from './intent-id.js';
 import { checkOverridePermissions, resolveAccounts, type ResolvedAccounts } from './account-resolution.js';
 import { calculateFees, feeLegs } from './fee-calculation.js';
@@ -22,7 +22,7 @@ import { failureOf, storedDespite } from '../commit/commit-unanswered.js';
 import type { IntentCommitter } from '../commit/intent-commit.js';
 import { type MoneyPlan, reserveTransfer, settleTransfers } from '../money/money-path.js';
 import { settlementRefusalOf } from '../money/apply-transfers.js';
-import type { PayerLocks } from './payer-locks.js';
+import type { PayerLocks } from '../commit/payer-locks.js';
 import type { StatusPublisher } from '../store/status-publisher.js';
 
 export interface IntentDeps {
@@ -359,7 +359,7 @@ export function historyRows(
 /**
  * Every field written out rather than spread: a spread of the draft's thirty fields followed by
  * nine more allocated ~12 KB per intent in V8 (its property store regrown field by field), a
- * tenth of what a payment allocated (docs/PERFORMANCE.md, "Allocation per intent").
+ * tenth of what a payment allocated (docs/design.md#hot-field-copies).
  */
 function stored(draft: NewIntent, createdAt: Date): Intent {
   return {

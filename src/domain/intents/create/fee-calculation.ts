@@ -1,7 +1,7 @@
 import type { Sql } from '../../../adapters/database.js';
-import type { AccountLookup } from '../../accounts.js';
+import type { AccountLookup } from '../../accounts/accounts.js';
 import { apiError } from '../../errors.js';
-import { type FeeEngine, FeeEvaluationError, FeePoolBusyError, type FeeResult, type FeeRule } from '../../fees/index.js';
+import { type FeeEngine, FeeEvaluationError, FeePoolBusyError, type FeeResult, type FeeRule } from '../../rules/fees/index.js';
 import type { MoneyLeg } from '../money/money-path.js';
 
 /** Active rules of one operation type, read per request: a rule change applies to the next intent. */

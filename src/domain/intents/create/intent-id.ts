@@ -9,7 +9,7 @@ let poolNext = POOL_BYTES;
 
 /**
  * The `uuid` package's v7 asks Web Crypto's `getRandomValues` for 16 bytes on every call, which
- * on Node 20 costs 5–10 µs against under 1 µs for a slice of a pool (docs/PERFORMANCE.md,
+ * on Node 20 costs 5–10 µs against under 1 µs for a slice of a pool (docs/perf-log/2026-11.md,
  * "the intent id's random bytes"). The bytes are read by the id's construction before anything
  * else runs, so the slot is not handed out twice.
  */

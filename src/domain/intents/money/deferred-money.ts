@@ -3,7 +3,7 @@ import type { Sql } from '../../../adapters/database.js';
 import { ledgerAccountId } from '../../../ledger/account-id.js';
 import type { CreateTransferError, Ledger } from '../../../ledger/ledger.js';
 import type { IntentStatus } from '../../model.js';
-import { transitAccountName } from '../../channels.js';
+import { transitAccountName } from '../../channels/channels.js';
 import { type HistoryRow, INTENT_SELECT, type Intent, insertHistory, toIntent } from '../store/intent-store.js';
 import { moveIntent } from '../store/intent-writer.js';
 import { type MoneyPlan, settleTransfers, voidTransfer } from './money-path.js';

@@ -21,7 +21,7 @@ const UUID_TEXT = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}
  * UUID v7, so those bits are the intent's creation time in milliseconds. Transfer ids then arrive
  * in time order like the intents, and the ledger's primary key index grows at its end instead of
  * writing a random leaf for every transfer, which is what a random id costs once the index no
- * longer fits in shared buffers (docs/PERFORMANCE.md). The rest stays a hash: still the same id for
+ * longer fits in shared buffers (docs/perf-log/2026-11.md, "Stored intents"). The rest stays a hash: still the same id for
  * the same step of the same intent, and still a valid version 5 UUID.
  */
 export function transferId(intentId: string, step: string): string {

@@ -5,7 +5,7 @@ import type { Logger } from '../../../adapters/logger.js';
 import type { IntentStatus } from '../../model.js';
 import { lockIntent } from './deferred-money.js';
 import { moveIntent } from '../store/intent-writer.js';
-import { enqueueJob, type OutboxKind, openJobKinds } from './outbox-jobs.js';
+import { enqueueJob, type OutboxKind, openJobKinds } from '../store/outbox-jobs.js';
 import type { StatusPublisher } from '../store/status-publisher.js';
 
 export const RESOLUTIONS = ['CONFIRMED', 'FAILED'] as const;

@@ -1,4 +1,4 @@
-import { isUuid } from '../../accounts.js';
+import { isUuid } from '../../accounts/accounts.js';
 import { apiError } from '../../errors.js';
 import { CoalescedReads, departureFor } from '../../../adapters/coalesced-reads.js';
 import type { Database, Sql } from '../../../adapters/database.js';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import type { Sql } from '../../../adapters/database.js';
 import type { IntentStatus } from '../../model.js';
 import { INTENT_SELECT, type Intent, toIntent, type Transition } from './intent-store.js';
-import type { OutboxKind, OutboxPayload } from '../money/outbox-jobs.js';
+import type { OutboxKind, OutboxPayload } from './outbox-jobs.js';
 import { assertTrail, isAllowedPspTransition, PSP_ACTIVE_SUB_STATES, PSP_TRANSITIONS, type PspSubState } from './state-machine.js';
 
 /**
@@ -10,11 +10,9 @@ import { assertTrail, isAllowedPspTransition, PSP_ACTIVE_SUB_STATES, PSP_TRANSIT
  * creation goes through `moveIntent` / `moveIntents`, which check the move against the transition
  * tables (state-machine.ts), write the guarded update (the status, and the sub-state and lease
  * when given, are the guard: docs/rules.md R26), the audit events and any outbox job, in the caller's
- * transaction. New intents are stored with their status by group commit (intent-commit.ts), and
- * invoices are redeemed by the group commit of confirms (confirm-commit.ts): the two other paths
- * that write the intents table, whose trails are checked against the same table.
- * The PSP worker's leases live here too, so that this file is the only one that updates intents
- * outside that batch path.
+ * transaction. The group commits' set-based statements (new intents closed, invoices redeemed)
+ * are its sibling intent-batch-writer.ts, their trails checked against the same tables; the PSP
+ * worker's leases live here too. No other file updates intents (test/integration/intent-writer.test.ts).
  */
 
 /** What a move may write besides status and sub-state, each a named change: no caller writes an arbitrary column. */

@@ -1,12 +1,13 @@
 import type { App } from '../../typed-app.js';
 import Type from 'typebox';
 import type { Database } from '../../../adapters/database.js';
-import { balanceOf, findAccount } from '../../../domain/accounts.js';
+import { balanceOf, findAccount } from '../../../domain/accounts/accounts.js';
 import { apiError } from '../../../domain/errors.js';
-import { listTransactions } from '../../../domain/history.js';
+import { listTransactions } from '../../../domain/accounts/history.js';
 import type { Ledger } from '../../../ledger/ledger.js';
-import { HistoryEntry, Money, responses, Uuid } from '../../schemas.js';
+import { responses } from '../../schemas/shared.js';
 import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';
+import { AdminAccount } from '../../schemas/admin.js';
 
 /** The history a look-up shows at once; older rows are paged with offset. */
 const HISTORY_LIMIT_DEFAULT = 20;
@@ -19,16 +20,6 @@ const AccountQuery = Type.Object(
   },
   { additionalProperties: false },
 );
-
-export const AdminAccount = Type.Object({
-  accountName: Type.String(),
-  ledgerAccountId: Uuid,
-  accountType: Type.String(),
-  userId: Type.Union([Type.Integer(), Type.Null()]),
-  currency: Type.String(),
-  balance: Money,
-  transactions: Type.Array(HistoryEntry),
-});
 
 /**
  * GET /admin/accounts/{name}: balance and recent history of any account in one read, for the

@@ -1,9 +1,10 @@
 import type { App } from '../../typed-app.js';
 import Type from 'typebox';
 import type { Database } from '../../../adapters/database.js';
-import { AUDIT_CHECKS, runAudit } from '../../../domain/audit.js';
-import { responses, Timestamp, Uuid } from '../../schemas.js';
+import { runAudit } from '../../../domain/audit/audit.js';
+import { responses } from '../../schemas/shared.js';
 import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';
+import { AuditResponse } from '../../schemas/admin.js';
 
 const AuditQuery = Type.Object(
   {
@@ -13,25 +14,6 @@ const AuditQuery = Type.Object(
         description: 'only intents updated since then get the per-intent checks; ledger-wide checks always run',
       }),
     ),
-  },
-  { additionalProperties: false },
-);
-
-const AuditViolation = Type.Object(
-  {
-    check: Type.Enum(AUDIT_CHECKS, { description: 'the name of the invariant that does not hold' }),
-    detail: Type.String(),
-    intentId: Type.Optional(Uuid),
-    account: Type.Optional(Type.String({ description: 'account name' })),
-  },
-  { additionalProperties: false },
-);
-
-export const AuditResponse = Type.Object(
-  {
-    ok: Type.Boolean({ description: 'true when no violation was found' }),
-    checkedAt: Timestamp,
-    violations: Type.Immutable(Type.Array(AuditViolation)),
   },
   { additionalProperties: false },
 );

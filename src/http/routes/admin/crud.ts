@@ -13,8 +13,8 @@ import {
 } from '../../../domain/admin/admin-entity.js';
 import { apiError } from '../../../domain/errors.js';
 import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';
-import { type RouteError, responses } from '../../schemas.js';
-import { ListQuery } from './schemas.js';
+import { type RouteError, responses } from '../../schemas/shared.js';
+import { ListQuery } from '../../schemas/admin.js';
 
 /** A write's own refusals: a duplicate key, a field the schema cannot check (a regular expression, a fee expression). */
 const RECORD_WRITE_ERRORS: readonly RouteError[] = ['CONFLICT', 'VALIDATION_ERROR', 'EVAL_ERROR'];

@@ -1,9 +1,9 @@
 import type { App } from '../../typed-app.js';
 import Type from 'typebox';
 import { apiError } from '../../../domain/errors.js';
-import { type FeeEngine, FeeEvaluationError } from '../../../domain/fees/index.js';
-import { Money, responses } from '../../schemas.js';
-import { FeeSplit } from '../intents.js';
+import { type FeeEngine, FeeEvaluationError } from '../../../domain/rules/fees/index.js';
+import { Money, responses } from '../../schemas/shared.js';
+import { FeeSplit } from '../../schemas/intents.js';
 import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';
 
 export function feeDryRunRoutes(app: App, deps: { fees: FeeEngine }) {

@@ -1,10 +1,10 @@
 import type { App } from '../../typed-app.js';
 import type { Database } from '../../../adapters/database.js';
-import { AuthPolicy, AuthPolicyInputs, authPolicies } from '../../../domain/admin/auth-policies.js';
-import { checkFeeExpression } from '../../../domain/admin/fee-expression-check.js';
-import { FeeRule, FeeRuleInputs, feeRules } from '../../../domain/admin/fee-rules.js';
-import { LimitRule, LimitRuleInputs, limitRules } from '../../../domain/admin/limit-rules.js';
-import { checkRoute, Route, RouteInputs, routes } from '../../../domain/admin/routes.js';
+import { AuthPolicy, AuthPolicyInputs, authPolicies } from '../../../domain/rules/auth-policies.js';
+import { checkFeeExpression } from '../../../domain/rules/fee-expression-check.js';
+import { FeeRule, FeeRuleInputs, feeRules } from '../../../domain/rules/fee-rules.js';
+import { LimitRule, LimitRuleInputs, limitRules } from '../../../domain/rules/limit-rules.js';
+import { checkRoute, Route, RouteInputs, routes } from '../../../domain/rules/route-rules.js';
 import {
   checkPermissions,
   type Permissions,
@@ -12,10 +12,10 @@ import {
   ServiceKey,
   ServiceKeyInputs,
   serviceKeys,
-} from '../../../domain/admin/service-keys.js';
-import { createFeeEngine, type FeeEngine } from '../../../domain/fees/index.js';
+} from '../../../domain/auth/service-keys.js';
+import { createFeeEngine, type FeeEngine } from '../../../domain/rules/fees/index.js';
 import { crudRoutes } from './crud.js';
-import { IdParams } from './schemas.js';
+import { IdParams } from '../../schemas/admin.js';
 import { adminSystemRoutes, type ReloadSecrets } from './system.js';
 import { adminWebhookRoutes } from './webhooks.js';
 

@@ -11,14 +11,13 @@ import {
 } from '../../../domain/intents/store/intent-listing.js';
 import { findIntent, type Intent, listEvents } from '../../../domain/intents/store/intent-store.js';
 import { CHANNELS, INTENT_STATUSES, OPERATION_TYPES } from '../../../domain/model.js';
-import { ChannelSchema, IntentStatusSchema, OperationTypeSchema } from '../../../domain/wire-types.js';
-import { Money, NullableTimestamp, responses, Timestamp, Uuid } from '../../schemas.js';
-import { IntentEventView, intentView } from '../intents.js';
+import { responses, Uuid } from '../../schemas/shared.js';
+import { intentView } from '../intents.js';
 import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';
+import { AdminIntentPage, AdminIntentWithEvents } from '../../schemas/admin.js';
 
 const config = { auth: 'admin' as const };
 const tags = ['admin'];
-const NullableString = Type.Union([Type.String(), Type.Null()]);
 
 const ListQuery = Type.Object(
   {
@@ -33,37 +32,6 @@ const ListQuery = Type.Object(
   },
   { additionalProperties: false },
 );
-
-/** Everything an operator needs to find and judge an intent; secrets of the invoice (qrSignature) stay out. */
-export const AdminIntent = Type.Object({
-  intentId: Uuid,
-  serviceId: Type.String(),
-  idempotencyKey: Uuid,
-  userId: Type.Integer(),
-  operationType: OperationTypeSchema,
-  channel: ChannelSchema,
-  status: IntentStatusSchema,
-  pspState: NullableString,
-  amount: Money,
-  currency: Type.String(),
-  preFeeAmount: Money,
-  postFeeAmount: Money,
-  fromAccount: NullableString,
-  toAccount: Type.String(),
-  externalRef: NullableString,
-  failureReason: NullableString,
-  cancelReason: NullableString,
-  settlementDate: NullableString,
-  metadata: Type.Record(Type.String(), Type.Unknown()),
-  version: Type.Integer(),
-  expiresAt: NullableTimestamp,
-  createdAt: Timestamp,
-  updatedAt: Timestamp,
-});
-
-export const AdminIntentPage = Type.Object({ intents: Type.Array(AdminIntent), nextCursor: NullableString });
-
-export const AdminIntentWithEvents = Type.Object({ ...AdminIntent.properties, events: Type.Array(IntentEventView) });
 
 const iso = (date: Date | null) => (date === null ? null : date.toISOString());
 

@@ -1,31 +1,9 @@
 import type { App } from '../../typed-app.js';
 import Type from 'typebox';
-import { INTENT_STATUSES } from '../../../domain/model.js';
-import { RESOLUTIONS, type ResolveDeps, resolveIntent } from '../../../domain/intents/money/resolve-intent.js';
-import { OUTBOX_KINDS } from '../../../domain/intents/money/outbox-jobs.js';
-import { responses, Uuid } from '../../schemas.js';
+import { type ResolveDeps, resolveIntent } from '../../../domain/intents/money/resolve-intent.js';
+import { responses, Uuid } from '../../schemas/shared.js';
 import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';
-
-export const ResolveBody = Type.Object(
-  {
-    resolution: Type.Enum(RESOLUTIONS),
-    /** With FAILED: the intent's failureReason; with CONFIRMED: recorded in the audit row. */
-    reason: Type.Optional(Type.String({ minLength: 1, maxLength: 500 })),
-  },
-  { additionalProperties: false },
-);
-
-export const ResolveResponse = Type.Object({
-  intentId: Uuid,
-  previousStatus: Type.Enum(INTENT_STATUSES),
-  status: Type.Enum(INTENT_STATUSES, {
-    description: 'after the call; CONFIRMED stays MANUAL_REVIEW until the queued post_pending job settles it',
-  }),
-  resolution: Type.Enum(RESOLUTIONS),
-  queuedJob: Type.Union([Type.Enum(OUTBOX_KINDS), Type.Null()], {
-    description: 'the outbox job that finishes the resolution; null when nothing changed',
-  }),
-});
+import { ResolveBody, ResolveResponse } from '../../schemas/admin.js';
 
 /**
  * POST /admin/intents/{id}/resolve: an operator's decision on a payout in MANUAL_REVIEW. Auth

@@ -2,9 +2,9 @@ import type { App } from '../../typed-app.js';
 import type { Database } from '../../../adapters/database.js';
 import { recordChange } from '../../../domain/admin/change-log.js';
 import { apiError } from '../../../domain/errors.js';
-import { responses } from '../../schemas.js';
+import { responses } from '../../schemas/shared.js';
 import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';
-import { LogLevelBody, LogLevelResponse, ReloadResponse } from './schemas.js';
+import { LogLevelBody, LogLevelResponse, ReloadResponse } from '../../schemas/admin.js';
 
 /** Re-reads CONFIG_FILE's secrets into memory; returns the number of services with a secret. Throws when the file is unusable. */
 export type ReloadSecrets = () => Promise<number> | number;

@@ -1,11 +1,11 @@
 import Type from 'typebox';
 import type { App } from '../../typed-app.js';
 import type { Database } from '../../../adapters/database.js';
-import { ServiceIdParams } from '../../../domain/admin/service-keys.js';
-import { DEAD_PAGE_DEFAULT, listDeadDeliveries, redeliverDead } from '../../../domain/webhooks/dead-deliveries.js';
-import { NullableTimestamp, responses, Timestamp, Uuid } from '../../schemas.js';
+import { ServiceIdParams } from '../../../domain/auth/service-keys.js';
+import { DEAD_PAGE_DEFAULT, listDeadDeliveries, redeliverDead } from '../../../domain/events/webhooks/dead-deliveries.js';
+import { NullableTimestamp, responses, Timestamp, Uuid } from '../../schemas/shared.js';
 import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';
-import { LIST_PAGE_MAX } from './schemas.js';
+import { LIST_PAGE_MAX } from '../../schemas/admin.js';
 
 /** The feed's cursors are opaque but short and URL-safe; 100 is also the router's limit on a path parameter. */
 const FeedCursor = Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9._~=-]+$', description: 'the event cursor' });
