@@ -1,7 +1,7 @@
 // npm run bench [-- --soak-s 600 --phase-s 20 --skip-pglite --profile --only p2p,floors --help]
 //
 // --only runs some sections (p2p, latency, invoice, invoice-rates, floors, floor-batch, hot-payee,
-// cpu, replays, refusals, policies, stored, soak, pglite, pglite-refusals, pglite-replays; docs/PERFORMANCE.md,
+// cpu, replays, refusals, refunds, policies, stored, soak, pglite, pglite-refusals, pglite-replays; docs/PERFORMANCE.md,
 // Reproducing the figures) for a
 // quick A/B of one change; it writes bench/results/partial-<time>.json and leaves latest.json and
 // the chart to full runs.
@@ -22,6 +22,7 @@ import pg from 'pg';
 import { openDatabase } from '../dist/adapters/database.js';
 import { SqlLedger } from '../dist/ledger/sql-ledger.js';
 import { writeChart } from './chart.js';
+import { refundsPhase } from './refunds.js';
 import { rssGrowth } from './rss-growth.js';
 import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
 
@@ -56,6 +57,7 @@ import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
  * @property {number} [storedIntentsBefore]
  * @property {StoredPair[]} [storedAgainstEmpty] P2P at the saturated level, 200,000+ intents stored against none, alternated
  * @property {SoakResult} [soak]
+ * @property {Awaited<ReturnType<typeof refundsPhase>>} [refunds] refunds at saturation and at 250/s next to P2P (bench/refunds.js)
  */
 /**
  * @typedef {LoadResult & { walPerIntent: { bytes: number | null, fullPageImages: number | null } }} CheckpointedLoad
@@ -201,6 +203,7 @@ const SECTIONS = [
   'cpu',
   'replays',
   'refusals',
+  'refunds',
   'policies',
   'stored',
   'soak',
@@ -742,6 +745,7 @@ async function main() {
         logRefusalPhase('P2P', share, HOT_PAYEE_CONCURRENCY, load);
       }
     }
+    if (runs('refunds')) pgr.refunds = await refundsPhase({ runJson, base, url: server.url, concurrency: HOT_PAYEE_CONCURRENCY, log });
     await server.stop();
 
     /** @type {FloorResults} */
