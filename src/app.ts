@@ -136,6 +136,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   refundRoutes(app, {
     db: deps.db,
     refunds: new RefundCommitter(deps.db, ledger, deps.config.ledgerPendingTimeoutS),
+    intents: intentDeps.intents,
     locks: intentDeps.locks,
   });
   feeDryRunRoutes(app, { fees: deps.fees });

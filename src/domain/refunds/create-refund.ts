@@ -5,7 +5,7 @@ import { ApiError, apiError, assertNever } from '../errors.js';
 import { failureOf, storedDespite } from '../intents/commit/commit-unanswered.js';
 import { newIntentId } from '../intents/create/intent-id.js';
 import type { PayerLocks } from '../intents/commit/payer-locks.js';
-import { findOwnIntent, type Intent } from '../intents/store/intent-store.js';
+import type { Intent, IntentLookup } from '../intents/store/intent-store.js';
 import { INSUFFICIENT_FUNDS_REASON, type RefundCommitter } from './refund-commit.js';
 import { refundFingerprint, type RefundRequest } from './refund-request.js';
 import { findRefundByKey, type Refund } from './refund-store.js';
@@ -13,6 +13,8 @@ import { findRefundByKey, type Refund } from './refund-store.js';
 export interface RefundDeps {
   readonly db: Database;
   readonly refunds: RefundCommitter;
+  /** The original, read after the call in a read shared with the calls that arrive together. */
+  readonly intents: IntentLookup;
   /** Requests with one idempotency key run one at a time in this process, as intents' do. */
   readonly locks: PayerLocks;
 }
@@ -40,7 +42,9 @@ export interface RefundAnswer {
 export async function createRefund(deps: RefundDeps, input: CreateRefundInput): Promise<RefundAnswer> {
   const { serviceId, actor, request } = input;
   if (input.permissions.refunds !== true) throw apiError('FORBIDDEN', `service ${serviceId} may not refund`);
-  const original = await findOwnIntent(deps.db, serviceId, input.intentId);
+  const original = await deps.intents(input.intentId);
+  // Tenant isolation: another service's intent is a missing one (404), as on GET /intents/{id}.
+  if (original === null || original.serviceId !== serviceId) throw apiError('NOT_FOUND', 'intent not found');
   const fingerprint = refundFingerprint(original.id, actor, request);
   const refundId = newIntentId();
   return deps.locks.oneAtATime(`refund:${serviceId}/${request.idempotencyKey}`, async () => {
