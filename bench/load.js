@@ -194,7 +194,7 @@ async function post(path, payload, userId) {
 }
 
 /**
- * kind 'refund' (bench/refunds.js): each payer's current original payment, of `amount` times
+ * kind 'refund' (bench/refunds.js): each worker's current original payment, of `amount` times
  * REFUND_ORIGINAL_SHARES, and what it still has to refund; each unit refunds `amount` of it, and
  * a payer whose original is used up pays a new one first (one unit in a thousand).
  * @type {Map<number, { id: string, left: number }>}
@@ -248,7 +248,9 @@ async function work(u, n, remember) {
       return confirm.text.includes('"SETTLED"') ? null : 'not_settled';
     }
     case 'refund': {
-      let original = originals.get(u);
+      // One original per closed-loop worker (a worker's payers rotate): refunds, not new payments, are measured.
+      const slot = (u - firstUser) % concurrency;
+      let original = originals.get(slot);
       if (original === undefined || original.left < amount) {
         const payload = {
           idempotencyKey: randomUUID(),
@@ -260,7 +262,7 @@ async function work(u, n, remember) {
         const paid = await post('/intents', payload, u);
         if (paid.status !== 201) return `original_${paid.status}:${paid.text.slice(0, 60)}`;
         original = { id: JSON.parse(paid.text).intentId, left: amount * REFUND_ORIGINAL_SHARES };
-        originals.set(u, original);
+        originals.set(slot, original);
       }
       original.left -= amount;
       const r = await post(`/intents/${original.id}/refunds`, { idempotencyKey: randomUUID(), amount, reason: 'bench' }, u);

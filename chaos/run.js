@@ -79,6 +79,7 @@ const TOP_UP = 50_000_000;
 // payorch runs with NODE_ENV=production here, which refuses short secrets and the demo's public ones.
 const ADMIN_TOKEN = randomBytes(24).toString('base64url');
 const QR_SIGNING_SECRET = randomBytes(24).toString('base64url');
+const METRICS_TOKEN = randomBytes(24).toString('base64url');
 const REDIS_START = [
   '--daemonize',
   'yes',
@@ -261,6 +262,7 @@ async function startService() {
       CONFIG_FILE: configFile,
       ADMIN_TOKEN,
       QR_SIGNING_SECRET,
+      METRICS_TOKEN,
       NODE_ENV: 'production',
       // info: the listening line is how the run knows the service is up.
       LOG_LEVEL: 'info',

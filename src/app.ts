@@ -18,6 +18,7 @@ import { registerOpenApi } from './http/plugins/openapi.js';
 import { Throttle } from './http/plugins/throttle.js';
 import { createTokenBuckets } from './adapters/token-buckets.js';
 import { accountRoutes } from './http/routes/accounts.js';
+import { statementRoutes } from './http/routes/statements.js';
 import { adminRoutes } from './http/routes/admin/index.js';
 import { adminAuditRoutes } from './http/routes/admin/audit.js';
 import type { ReloadSecrets } from './http/routes/admin/system.js';
@@ -74,6 +75,10 @@ class CompletionLog extends LogController {
   }
 }
 
+/** A request whose headers have not all arrived by then is answered 408 (docs/rules.md R61). */
+export const HEADERS_TIMEOUT_MS = 10_000;
+const CONNECTIONS_CHECKING_INTERVAL_MS = 1_000;
+
 /** Builds the HTTP application; never listens (main.ts and tests decide that). */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
@@ -84,7 +89,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     genReqId: requestIdOf,
     frameworkErrors,
     logController: new CompletionLog({ requestIdLogLabel: 'requestId' }),
+    // docs/rules.md R61: a connection that dribbles its headers or body is answered 408 and closed,
+    // checked every second rather than Node's 30 s, so held connections cannot pile up.
+    requestTimeout: deps.config.requestTimeoutMs,
+    http: {
+      headersTimeout: Math.min(HEADERS_TIMEOUT_MS, deps.config.requestTimeoutMs),
+      connectionsCheckingInterval: CONNECTIONS_CHECKING_INTERVAL_MS,
+    },
   });
+  // Past the cap Node closes a new connection as soon as it is accepted: the ones open keep their service.
+  app.server.maxConnections = deps.config.maxConnections;
   app.addHook('onRequest', async (request, reply) => {
     reply.header(REQUEST_ID_HEADER, request.id);
   });
@@ -112,8 +126,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // A workers process answers its probes and its metrics, nothing a client could call.
   if (!servesApi) return app;
   accountRoutes(app, { db: deps.db, ledger: deps.ledger });
+  statementRoutes(app, { db: deps.db });
   policyRoutes(app, { db: deps.db });
-  await adminRoutes(app, { db: deps.db, feeEngine: deps.fees, reloadSecrets: deps.reloadSecrets });
+  await adminRoutes(app, { db: deps.db, feeEngine: deps.fees, reloadSecrets: deps.reloadSecrets, production: deps.config.production });
   const ledger = timedLedger(deps.ledger, metrics);
   const intentDeps = {
     db: deps.db,

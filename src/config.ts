@@ -68,10 +68,17 @@ export interface Config {
   /** EVENT_BUS_STREAM / EVENT_BUS_SUBJECT_PREFIX: the stream and its subjects; other values only to share one NATS account between deployments. */
   readonly eventBusStream: string;
   readonly eventBusSubjectPrefix: string;
+  /** A request not received whole within this is answered 408 (REQUEST_TIMEOUT_MS, docs/rules.md R61). */
+  readonly requestTimeoutMs: number;
+  /** Open connections at most; more are closed at once (MAX_CONNECTIONS, docs/rules.md R61). */
+  readonly maxConnections: number;
   readonly file: ConfigFile;
 }
 
 export const AUTH_FAILURE_BURST_DEFAULT = 20;
+export const REQUEST_TIMEOUT_MS_DEFAULT = 30_000;
+/** Far above what one instance serves, far below what its file descriptors allow (docs/SECURITY.md). */
+export const MAX_CONNECTIONS_DEFAULT = 10_000;
 /** A service watching more payments at once than this should poll the feed, not hold connections. */
 export const SSE_STREAMS_PER_SERVICE_MAX_DEFAULT = 100;
 
@@ -208,6 +215,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       EVENT_BUS_DEFAULTS.subjectPrefix,
       /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/,
     ),
+    requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', REQUEST_TIMEOUT_MS_DEFAULT, 1),
+    maxConnections: integer(env, 'MAX_CONNECTIONS', MAX_CONNECTIONS_DEFAULT, 1),
     file: readConfigFile(configFile),
   });
   refuseLapsingLease(config);

@@ -20,7 +20,7 @@ import { startWorkers } from './workers/index.js';
 import { BALANCE_MONITOR_DEFAULTS } from './workers/balance-monitor.js';
 import { StatusPublisher } from './domain/intents/store/status-publisher.js';
 import { startExpirySweep } from './workers/expiry-sweep.js';
-import { refuseUnsafeProductionSettings } from './production-checks.js';
+import { refuseUnsafeProductionSettings, refuseUnstatedSigningInDatabase } from './production-checks.js';
 
 export interface RunningService {
   readonly app: FastifyInstance;
@@ -43,7 +43,13 @@ export async function startService(config: Config = loadConfig()): Promise<Runni
     throw error;
   }
   const ledger = new SqlLedger();
-  await applyConfig(db, ledger, config.file);
+  try {
+    await applyConfig(db, ledger, config.file);
+    await refuseUnstatedSigningInDatabase(config, db);
+  } catch (error) {
+    await db.close();
+    throw error;
+  }
   const broker = createBroker(config.redisUrl);
   const shared = createSharedState(config.redisUrl);
   let secrets = secretsOf(config.file);

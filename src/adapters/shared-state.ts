@@ -17,13 +17,19 @@ export interface SharedState {
 }
 
 /**
- * Past this many live claims the oldest is forgotten: memory stays bounded under a flood, at the
- * price that a request claimed that long ago could be accepted again within its window. At the
- * 120 s replay window that takes over 1,600 claims a second on one instance (use Redis there).
+ * Live claims kept in memory at most. Past it a new claim is refused (the request is answered 503)
+ * and no live claim is ever dropped: forgetting one early would let its request be replayed
+ * within its window (docs/rules.md R61). At the 120 s replay window that is over 1,600 admitted
+ * signed requests a second on one instance, each past its rate limit; more needs Redis.
  */
 export const MEMORY_CLAIMS_MAX = 200_000;
 
-export function createMemorySharedState(prefix = ''): SharedState {
+/** The store holds as many live claims as it may: the claim is refused, none is dropped. */
+export class SharedStateFullError extends Error {
+  override readonly name = 'SharedStateFullError';
+}
+
+export function createMemorySharedState(prefix = '', claimsMax = MEMORY_CLAIMS_MAX): SharedState {
   // Insertion order is expiry order for one TTL; with several TTLs an early expiry may wait behind a later one, which only keeps it longer.
   const claims = new Map<string, number>();
   const forgetExpired = (nowMs: number) => {
@@ -41,10 +47,8 @@ export function createMemorySharedState(prefix = ''): SharedState {
       forgetExpired(nowMs);
       const existing = claims.get(prefix + key);
       if (existing !== undefined && existing > nowMs) return false;
-      if (claims.size >= MEMORY_CLAIMS_MAX) {
-        const oldest = claims.keys().next();
-        if (oldest.done !== true) claims.delete(oldest.value);
-      }
+      if (claims.size >= claimsMax)
+        throw new SharedStateFullError(`${claimsMax} replay records are live; none is dropped before its window ends`);
       claims.set(prefix + key, nowMs + ttlMs);
       return true;
     },

@@ -9,7 +9,7 @@ export const COMMAND_WORDS: Readonly<Record<string, readonly string[]>> = {
   intents: ['create', 'get', 'events', 'watch'],
   refunds: ['create', 'list'],
   quote: [],
-  accounts: ['create', 'balance', 'history'],
+  accounts: ['create', 'balance', 'history', 'statement'],
   policies: ['evaluate'],
   admin: ['resolve', 'log-level', 'webhooks', ...Object.keys(ADMIN_COLLECTION_PATHS)],
   audit: [],

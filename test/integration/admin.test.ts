@@ -412,7 +412,8 @@ describe('/admin/service-keys', () => {
 
     const narrowed = { allowedOperationTypes: [] };
     const changed = expectStatus(await signed('PATCH', '/admin/service-keys/partner-x', { permissions: narrowed }), 200);
-    expect(changed.permissions).toEqual(narrowed);
+    // A merge patch (docs/rules.md R62): the fields it does not name keep their value.
+    expect(changed.permissions).toEqual({ ...permissions, ...narrowed });
     expect(expectStatus(await signed('DELETE', '/admin/service-keys/partner-x'), 200).active).toBe(false);
     expect((await changesOf('service-key', 'partner-x')).map((c) => [c.actor, c.action])).toEqual([
       ['admin-token', 'create'],

@@ -37,7 +37,7 @@ beforeAll(async () => {
         {
           name: 'partner split',
           operationType: 'MINIAPP_CHARGE',
-          expression: "[{account: 'system.revenue.THB', amount: 30}, {account: 'system.nostro.bank.THB', amount: 20}]",
+          expression: "[{account: 'system.revenue.THB', amount: 30}, {account: 'service.900001.THB', amount: 20}]",
           timing: 'POST',
         },
       ],
@@ -53,7 +53,7 @@ const p2p = (amount: number, metadata: Record<string, unknown> = {}) =>
   t.call('POST', '/intents', { user: 1, body: intentBody({ operationType: 'P2P_TRANSFER', amount, recipientUserId: 2, metadata }) });
 
 async function moved(work: () => Promise<unknown>) {
-  const names = ['user.1.THB', 'user.2.THB', 'system.revenue.THB', 'system.nostro.bank.THB', 'system.transit.INTERNAL_P2P.THB'];
+  const names = ['user.1.THB', 'user.2.THB', 'system.revenue.THB', 'service.900001.THB', 'system.transit.INTERNAL_P2P.THB'];
   const before = await balances(t, names);
   await work();
   const after = await balances(t, names);
@@ -73,7 +73,7 @@ describe('fees on settled intents', () => {
       'user.1.THB': -10_100n,
       'user.2.THB': 9_850n,
       'system.revenue.THB': 250n,
-      'system.nostro.bank.THB': 0n,
+      'service.900001.THB': 0n,
       'system.transit.INTERNAL_P2P.THB': 0n,
     });
   });
@@ -104,7 +104,7 @@ describe('fees on settled intents', () => {
       });
       expect(res.json()).toMatchObject({ status: 'SETTLED', preFeeAmount: '0', postFeeAmount: '50' });
     });
-    expect(delta).toMatchObject({ 'user.1.THB': -1_000n, 'user.2.THB': 950n, 'system.revenue.THB': 30n, 'system.nostro.bank.THB': 20n });
+    expect(delta).toMatchObject({ 'user.1.THB': -1_000n, 'user.2.THB': 950n, 'system.revenue.THB': 30n, 'service.900001.THB': 20n });
   });
 
   it('a PRE fee counts towards the funds check', async () => {

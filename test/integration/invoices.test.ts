@@ -482,11 +482,11 @@ describe('confirm (POST /intents/{id}/confirm)', () => {
   it('a settlement the ledger refuses voids the reservation and ends FAILED (200)', async () => {
     // A fee account in the account map without a ledger account: the reservation applies, the settlement chain cannot.
     await t.db.query(
-      `INSERT INTO accounts (account_name, ledger_account_id, account_type, user_id) VALUES ('system.nostro.ghost.THB', $1, 'NOSTRO', NULL)`,
+      `INSERT INTO accounts (account_name, ledger_account_id, account_type, user_id) VALUES ('service.999991.THB', $1, 'SERVICE_ACCOUNT', 999991)`,
       [randomUUID()],
     );
     await t.db.query(
-      `INSERT INTO fee_rules (name, operation_type, expression, timing, tags_include) VALUES ('ghost fee', 'INVOICE_PAYMENT', '[{account: ''system.nostro.ghost.THB'', amount: 1}]', 'PRE', '{ghost}')`,
+      `INSERT INTO fee_rules (name, operation_type, expression, timing, tags_include) VALUES ('ghost fee', 'INVOICE_PAYMENT', '[{account: ''service.999991.THB'', amount: 1}]', 'PRE', '{ghost}')`,
     );
     try {
       const intentId = await issued(700, { metadata: { tags: ['ghost'] } });

@@ -1,31 +1,54 @@
 import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_CONFIG_FILE, loadConfig, readConfigFile } from '../../src/config.js';
-import { unsafeProductionSettings } from '../../src/production-checks.js';
+import type { ConfigFile } from '../../src/domain/bootstrap/config-file.js';
+import { refuseUnstatedSigningInDatabase, unsafeProductionSettings } from '../../src/production-checks.js';
+import { signedHeaders } from '../../src/domain/auth/signing.js';
+import { startTestApp } from '../support/app.js';
 import { buildIfStale, spawnService } from '../support/service-process.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const strong = () => randomBytes(24).toString('base64url');
 
-/** The demo config with a fresh secret per service: what an operator would ship. */
-function safeConfigFile(overrides: Record<string, string | string[]> = {}): string {
+/** The demo config with a fresh secret per service: what an operator would ship. `keys` changes its service keys. */
+function safeConfigFile(
+  overrides: Record<string, string | string[]> = {},
+  keys: (file: ConfigFile) => ConfigFile['serviceKeys'] = (f) => f.serviceKeys,
+): string {
   const file = readConfigFile(DEMO_CONFIG_FILE);
   const secrets = Object.fromEntries(Object.keys(file.secrets).map((id) => [id, strong()]));
   const path = join(mkdtempSync(join(tmpdir(), 'payorch-prod-')), 'config.json');
-  writeFileSync(path, JSON.stringify({ ...file, secrets: { ...secrets, ...overrides } }));
+  writeFileSync(path, JSON.stringify({ ...file, serviceKeys: keys(file), secrets: { ...secrets, ...overrides } }));
   return path;
 }
+
+/** Every key that can create intents refuses the legacy scheme. */
+const signingRequired = (file: ConfigFile) =>
+  file.serviceKeys.map((key) =>
+    key.permissions.allowedOperationTypes.length === 0
+      ? key
+      : { ...key, permissions: { ...key.permissions, requireMessageSignatures: true } },
+  );
+
+/** wallet-api as an operator who has not decided how it signs would write it. */
+const unstated = (file: ConfigFile) =>
+  file.serviceKeys.map((key) => {
+    if (key.serviceId !== 'wallet-api') return key;
+    const { requireMessageSignatures: _dropped, ...permissions } = key.permissions;
+    return { ...key, permissions };
+  });
 
 const safeEnv = (): Record<string, string> => ({
   NODE_ENV: 'production',
   CONFIG_FILE: safeConfigFile(),
   QR_SIGNING_SECRET: strong(),
   ADMIN_TOKEN: strong(),
+  METRICS_TOKEN: strong(),
   PSPX_SIMULATOR: '1',
 });
 
@@ -62,6 +85,23 @@ describe('production refuses unsafe settings', () => {
     ['ADMIN_TOKEN of 31 characters', { ADMIN_TOKEN: 'a'.repeat(31) }, /^ADMIN_TOKEN is shorter than 32/],
     ['ADMIN_TOKEN with the placeholder', { ADMIN_TOKEN: `${'a'.repeat(32)}change-me` }, /^ADMIN_TOKEN is a demo secret/],
     ['PSPX_URL unset without PSPX_SIMULATOR=1', { PSPX_SIMULATOR: undefined }, /^PSPX_URL is unset/],
+    ['METRICS_TOKEN unset', { METRICS_TOKEN: undefined }, /^METRICS_TOKEN is unset/],
+    ['METRICS_TOKEN of 31 bytes', { METRICS_TOKEN: 'm'.repeat(31) }, /^METRICS_TOKEN is shorter than 32 bytes/],
+    [
+      'a CONFIG_FILE secret of 31 bytes',
+      { CONFIG_FILE: safeConfigFile({ exchange: 'e'.repeat(31) }) },
+      /^CONFIG_FILE secret of exchange is shorter than 32 bytes/,
+    ],
+    [
+      'a CONFIG_FILE secret of 16 two-byte characters',
+      { CONFIG_FILE: safeConfigFile({ exchange: 'é'.repeat(15) }) },
+      /^CONFIG_FILE secret of exchange is shorter/,
+    ],
+    [
+      'a key that can create intents without requireMessageSignatures',
+      { CONFIG_FILE: safeConfigFile({}, unstated) },
+      /^CONFIG_FILE service key wallet-api can create intents but does not set permissions\.requireMessageSignatures/,
+    ],
   ])('refuses %s', (_name, env, message) => {
     const problems = problemsWith(env);
     expect(problems).toHaveLength(1);
@@ -106,14 +146,65 @@ describe('payorch serve with NODE_ENV=production', () => {
     expect(lines[0]).toMatch(/NODE_ENV=production: CONFIG_FILE is unset/);
   }, 60_000);
 
-  it('starts with safe settings', async () => {
-    const service = await spawnService({ ...safeEnv(), DATABASE_URL: 'memory://' }, 60_000);
+  it('starts with safe settings; /metrics needs its token; a key that requires message signatures refuses a replayed X-Signature', async () => {
+    const metricsToken = strong();
+    const env = { ...safeEnv(), METRICS_TOKEN: metricsToken, CONFIG_FILE: safeConfigFile({}, signingRequired) };
+    const secret = readConfigFile(env.CONFIG_FILE).secrets['wallet-api'] as string;
+    const service = await spawnService({ ...env, DATABASE_URL: 'memory://' }, 60_000);
     try {
       const res = await fetch(`${service.url}/health`);
       expect(res.status).toBe(200);
+      expect((await fetch(`${service.url}/metrics`)).status).toBe(401);
+      expect((await fetch(`${service.url}/metrics`, { headers: { authorization: `Bearer ${metricsToken}` } })).status).toBe(200);
+      // A captured legacy request, re-sent with another X-User-Id: X-Signature does not cover it.
+      const body = JSON.stringify({ idempotencyKey: randomUUID(), operationType: 'P2P_TRANSFER', amount: 1, recipientUserId: 2 });
+      const headers = {
+        ...signedHeaders('wallet-api', secret, 'POST', '/intents', body),
+        'content-type': 'application/json',
+        'x-user-id': '1',
+      };
+      const replayed = await fetch(`${service.url}/intents`, { method: 'POST', headers, body });
+      expect(replayed.status).toBe(401);
+      expect(((await replayed.json()) as { message: string }).message).toMatch(/must sign with an HTTP message signature/);
     } finally {
       service.child.kill('SIGTERM');
       await service.exited;
     }
   }, 90_000);
+});
+
+describe('service keys written through the admin API in production (docs/rules.md R60)', () => {
+  it('a start refuses an active key in the database that can create intents without saying how it signs, naming it', async () => {
+    const t = await startTestApp({ env: { NODE_ENV: 'production' } });
+    try {
+      const production = { ...t.config, production: true };
+      await expect(refuseUnstatedSigningInDatabase(production, t.db)).resolves.toBeUndefined();
+      await t.db.query(
+        `INSERT INTO service_keys (service_id, active, permissions) VALUES ('legacy-partner', true, '{"allowedOperationTypes": ["P2P_TRANSFER"]}')`,
+      );
+      await expect(refuseUnstatedSigningInDatabase(production, t.db)).rejects.toThrow(
+        /database service key legacy-partner can create intents but does not set permissions\.requireMessageSignatures/,
+      );
+      await expect(refuseUnstatedSigningInDatabase({ ...t.config, production: false }, t.db)).resolves.toBeUndefined();
+
+      // The admin API keeps the database that way: a create or a merge patch that leaves it unsaid is 422.
+      const admin = (method: string, url: string, body: unknown) => t.call(method, url, { service: 'admin-tool', body });
+      const created = await admin('POST', '/admin/service-keys', {
+        serviceId: 'new-partner',
+        permissions: { allowedOperationTypes: ['P2P_TRANSFER'] },
+      });
+      expect(created.statusCode, created.body).toBe(422);
+      expect(created.json().message).toMatch(/requireMessageSignatures/);
+      const patched = await admin('PATCH', '/admin/service-keys/mobile-gateway', {
+        permissions: { allowedOperationTypes: ['P2P_TRANSFER'] },
+      });
+      expect(patched.statusCode, patched.body).toBe(422);
+      const stated = await admin('PATCH', '/admin/service-keys/mobile-gateway', {
+        permissions: { allowedOperationTypes: ['P2P_TRANSFER'], requireMessageSignatures: true },
+      });
+      expect(stated.statusCode, stated.body).toBe(200);
+    } finally {
+      await t.close();
+    }
+  }, 120_000);
 });

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createMemorySharedState, createSharedState, MEMORY_CLAIMS_MAX } from '../../src/adapters/shared-state.js';
+import { createMemorySharedState, createSharedState, MEMORY_CLAIMS_MAX, SharedStateFullError } from '../../src/adapters/shared-state.js';
 
 // With REDIS_URL set (CI's second pass) two states on one Redis stand for two instances of the API.
 const prefix = `payorch-test-${randomBytes(6).toString('hex')}:`;
@@ -31,11 +31,22 @@ describe('SharedState.claimOnce', () => {
     expect(await second.claimOnce('short', 30)).toBe(true);
   });
 
-  it('keeps at most MEMORY_CLAIMS_MAX claims in memory, forgetting the oldest', async () => {
+  it('refuses a claim past MEMORY_CLAIMS_MAX and never forgets a live one early (docs/rules.md R61)', async () => {
     const memory = createMemorySharedState();
-    for (let i = 0; i <= MEMORY_CLAIMS_MAX; i += 1) await memory.claimOnce(`k${i}`, 60_000);
-    expect(await memory.claimOnce(`k${MEMORY_CLAIMS_MAX}`, 60_000)).toBe(false);
-    expect(await memory.claimOnce('k0', 60_000)).toBe(true);
+    for (let i = 0; i < MEMORY_CLAIMS_MAX; i += 1) await memory.claimOnce(`k${i}`, 60_000);
+    await expect(memory.claimOnce('one-more', 60_000)).rejects.toBeInstanceOf(SharedStateFullError);
+    // The oldest claim is still there: its request cannot be replayed within its window.
+    expect(await memory.claimOnce('k0', 60_000)).toBe(false);
+    await memory.close();
+  });
+
+  it('takes claims again once the live ones expire', async () => {
+    const memory = createMemorySharedState('', 2);
+    expect(await memory.claimOnce('a', 30)).toBe(true);
+    expect(await memory.claimOnce('b', 30)).toBe(true);
+    await expect(memory.claimOnce('c', 30)).rejects.toBeInstanceOf(SharedStateFullError);
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    expect(await memory.claimOnce('c', 30)).toBe(true);
     await memory.close();
   });
 });

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisSharedState } from '../../src/adapters/shared-state.js';
+import { ADDRESS_FAILURE_SHARE } from '../../src/http/plugins/throttle.js';
 import { signedHeaders, signRequest } from '../../src/domain/auth/signing.js';
 import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { startTestApp, type TestApp } from '../support/app.js';
@@ -156,6 +157,24 @@ describe('failed authentications', () => {
     expect(Number(slowed.headers['retry-after'])).toBeGreaterThanOrEqual(1);
     expect((await t.call('GET', path, { service: 'wallet-api' })).statusCode).toBe(200);
     expect(await metricValue(t, /^payorch_rate_limited_total\{reason="auth_failures"\}/)).toBeGreaterThanOrEqual(1);
+  });
+
+  it('slow an address that claims a new X-Service-Id on every attempt (docs/rules.md R61)', async () => {
+    const remoteAddress = '10.61.0.1';
+    const attempt = (claimed: string) =>
+      t.app.inject({ method: 'GET', url: path, remoteAddress, headers: signedHeaders(claimed, 'guess', 'GET', path, '') });
+    const addressBurst = ADDRESS_FAILURE_SHARE * FAILURE_BURST;
+    for (let i = 0; i < addressBurst; i++) expect((await attempt(`claimed-${i}`)).statusCode).toBe(401);
+    const slowed = await attempt('claimed-fresh');
+    expect(slowed.statusCode, slowed.body).toBe(429);
+    // Another address is not affected.
+    const elsewhere = await t.app.inject({
+      method: 'GET',
+      url: path,
+      remoteAddress: '10.61.0.2',
+      headers: signedHeaders('x', 'y', 'GET', path, ''),
+    });
+    expect(elsewhere.statusCode).toBe(401);
   });
 
   it('a forged signature with a valid timestamp is still refused after the slow-down has passed', async () => {

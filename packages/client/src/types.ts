@@ -229,6 +229,8 @@ export interface Balance {
   readonly accountName: string;
   readonly balance: Money;
   readonly currency: string;
+  /** The instant asked for, as given: only on a balance at a time (docs/rules.md R58). */
+  readonly at?: string;
 }
 
 export interface HistoryQuery {
@@ -246,11 +248,44 @@ export interface Transaction {
   readonly feeAmount: Money;
   readonly currency: string;
   readonly createdAt: string;
+  /** The account's balance after this posting; null on accounts no user owns. */
+  readonly balanceAfter: Money | null;
 }
 
 export interface Transactions {
   readonly transactions: readonly Transaction[];
 }
+
+/** docs/rules.md R58: instants are ISO 8601 with an offset; the range is [from, to). */
+export interface StatementQuery {
+  readonly from: string;
+  readonly to: string;
+}
+
+export interface StatementEntry {
+  readonly at: string;
+  readonly intentId: string | null;
+  readonly refundId: string | null;
+  readonly operationType: OperationType | null;
+  readonly direction: 'DEBIT' | 'CREDIT';
+  /** What the posting moved on the account, its fee included. */
+  readonly amount: Money;
+  readonly feeAmount: Money;
+  readonly balanceAfter: Money;
+}
+
+export interface Statement {
+  readonly accountName: string;
+  readonly currency: string;
+  readonly from: string;
+  readonly to: string;
+  readonly openingBalance: Money;
+  readonly closingBalance: Money;
+  readonly entries: readonly StatementEntry[];
+}
+
+/** The streamed formats: csv, or ISO 20022 camt.053.001.08 XML. */
+export type StatementFileFormat = 'csv' | 'camt053';
 
 /** What PSPX needs to open a wallet, passed on as it is. */
 export interface IppsRegistrationRequest {
@@ -491,9 +526,18 @@ export interface ServiceKeyInput {
   readonly active?: boolean;
 }
 
-/** `permissions` replaces the stored permissions as a whole. */
+/** A JSON merge patch (RFC 7396) of `T`: an absent field keeps its value, null removes it, a nested object merges field by field. */
+type MergePatchOf<T> = {
+  [K in keyof T]?: NonNullable<T[K]> extends readonly unknown[]
+    ? T[K] | null
+    : NonNullable<T[K]> extends object
+      ? MergePatchOf<NonNullable<T[K]>> | null
+      : T[K] | null;
+};
+
+/** `permissions` is merged into the stored permissions (RFC 7396); `allowedOperationTypes` cannot be removed. */
 export interface ServiceKeyPatch {
-  readonly permissions?: Permissions;
+  readonly permissions?: MergePatchOf<Omit<Permissions, 'allowedOperationTypes'>> & { allowedOperationTypes?: string[] };
   readonly active?: boolean;
 }
 

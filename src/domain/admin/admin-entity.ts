@@ -31,6 +31,11 @@ export interface AdminEntity<Rec> {
   /** Row → API form: JSON-safe (money as decimal strings), so it is also the audit snapshot. */
   readonly fromRow: (row: Row) => Rec;
   readonly keyOf: (record: Rec) => string;
+  /**
+   * A PATCH body as the fields to write, given the stored record: absent, each named field replaces
+   * the stored one; a record with nested objects merges them (RFC 7396, docs/rules.md R62).
+   */
+  readonly mergePatch?: (before: Rec, patch: Readonly<Record<string, unknown>>) => Readonly<Record<string, unknown>>;
 }
 
 export interface WriteOptions<Rec> {
@@ -98,14 +103,15 @@ export async function updateRecord<Rec>(
   patch: Readonly<Record<string, unknown>>,
   options: WriteOptions<Rec>,
 ): Promise<Rec | null> {
-  const { columns, placeholders, params } = assignments(entity, patch, 1);
-  assert.ok(columns.length > 0, 'an update needs at least one field (the schema asks for one)');
-  const sets = columns.map((column, index) => `${column} = ${placeholders[index]}`);
-  if (entity.hasUpdatedAt) sets.push('updated_at = now()');
   return withConstraintErrors(() =>
     db.transaction(async (tx) => {
       const before = await lockRecord(tx, entity, key);
       if (before === null) return null;
+      const fields = entity.mergePatch?.(before, patch) ?? patch;
+      const { columns, placeholders, params } = assignments(entity, fields, 1);
+      assert.ok(columns.length > 0, 'an update needs at least one field (the schema asks for one)');
+      const sets = columns.map((column, index) => `${column} = ${placeholders[index]}`);
+      if (entity.hasUpdatedAt) sets.push('updated_at = now()');
       const { rows, rowCount } = await tx.query<Row>(
         `UPDATE ${entity.table} SET ${sets.join(', ')} WHERE ${entity.keyColumn} = $1 RETURNING *`,
         [key, ...params],

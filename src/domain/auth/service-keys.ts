@@ -1,14 +1,25 @@
-import Type, { type Static } from 'typebox';
+import Type, { type Static, type TSchema } from 'typebox';
+import { Value } from 'typebox/value';
 import { apiError } from '../errors.js';
+import { namePatternProblem } from '../auth/name-pattern.js';
 import { ACCOUNT_TYPES, ENTITY_TYPES } from '../model.js';
 import { WEBHOOK_URL_LENGTH_MAX, webhookUrlProblem } from '../events/webhooks/webhook-url.js';
 import { type AdminEntity, read } from '../admin/admin-entity.js';
 import { ActiveField, Timestamp } from '../admin/record-schema.js';
 
-const AccountOverride = Type.Object(
-  { allowedTypes: Type.Array(Type.Enum(ACCOUNT_TYPES)), namePattern: Type.String() },
-  { additionalProperties: false },
-);
+const AccountOverrideFields = { allowedTypes: Type.Array(Type.Enum(ACCOUNT_TYPES)), namePattern: Type.String() };
+const AccountOverride = Type.Object(AccountOverrideFields, { additionalProperties: false });
+const RateLimitFields = {
+  requestsPerSecond: Type.Number({ exclusiveMinimum: 0, maximum: 1_000_000 }),
+  burst: Type.Integer({ minimum: 1, maximum: 1_000_000 }),
+};
+const WebhookFields = {
+  url: Type.String({
+    minLength: 1,
+    maxLength: WEBHOOK_URL_LENGTH_MAX,
+    description: 'http or https, no credentials, the host written as dialled (docs/SECURITY.md, Webhook URLs)',
+  }),
+};
 
 /** What a service key may do: the same object in CONFIG_FILE, /admin/service-keys and the config cache. */
 export const Permissions = Type.Object(
@@ -26,32 +37,63 @@ export const Permissions = Type.Object(
     /** Refuse the older X-Signature (docs/rules.md R1) for this key: only RFC 9421 message signatures verify. */
     requireMessageSignatures: Type.Optional(Type.Boolean()),
     /** A token bucket per service id: `requestsPerSecond` refill, `burst` capacity. Absent: no limit. */
-    rateLimit: Type.Optional(
-      Type.Object(
-        {
-          requestsPerSecond: Type.Number({ exclusiveMinimum: 0, maximum: 1_000_000 }),
-          burst: Type.Integer({ minimum: 1, maximum: 1_000_000 }),
-        },
-        { additionalProperties: false },
-      ),
-    ),
+    rateLimit: Type.Optional(Type.Object(RateLimitFields, { additionalProperties: false })),
     /** Where this service's events are POSTed, signed with its secret (docs/OPERATIONS.md, Webhooks). */
-    webhook: Type.Optional(
-      Type.Object(
-        {
-          url: Type.String({
-            minLength: 1,
-            maxLength: WEBHOOK_URL_LENGTH_MAX,
-            description: 'http or https, no credentials, the host written as dialled (docs/SECURITY.md, Webhook URLs)',
-          }),
-        },
-        { additionalProperties: false },
-      ),
-    ),
+    webhook: Type.Optional(Type.Object(WebhookFields, { additionalProperties: false })),
   },
   { additionalProperties: false },
 );
 export type Permissions = Static<typeof Permissions>;
+
+/** A field a merge patch may remove with null. */
+const removable = <T extends TSchema>(schema: T) => Type.Optional(Type.Union([schema, Type.Null()]));
+/** Every field of a nested object a merge patch names is merged on its own (RFC 7396). */
+const partialObject = (fields: Record<string, TSchema>) =>
+  removable(
+    Type.Object(Object.fromEntries(Object.entries(fields).map(([name, schema]) => [name, removable(schema)])), {
+      additionalProperties: false,
+    }),
+  );
+
+/**
+ * PATCH's `permissions`: a JSON merge patch (RFC 7396, docs/rules.md R62) of the stored object. A
+ * field absent keeps its value, null removes it, a nested object is merged field by field; the
+ * merged object must then be a valid Permissions.
+ */
+const PermissionsPatch = Type.Object(
+  {
+    allowedOperationTypes: Type.Optional(Permissions.properties.allowedOperationTypes),
+    merchantId: removable(Type.Integer({ minimum: 1 })),
+    forceResolve: removable(Type.Boolean()),
+    admin: removable(Type.Boolean()),
+    allowToLedgerAccountId: removable(Type.Boolean()),
+    fromAccountOverride: partialObject(AccountOverrideFields),
+    toAccountOverride: partialObject(AccountOverrideFields),
+    accountEntityTypes: removable(Type.Array(Type.Enum(ENTITY_TYPES))),
+    requireMessageSignatures: removable(Type.Boolean()),
+    rateLimit: partialObject(RateLimitFields),
+    webhook: partialObject(WebhookFields),
+  },
+  {
+    additionalProperties: false,
+    description:
+      'a JSON merge patch (RFC 7396) of the stored permissions: absent fields keep their value, null removes one, nested objects merge field by field',
+  },
+);
+
+/** RFC 7396 §2, as written there: objects merge member by member, null removes, anything else replaces. */
+export function mergePatch(target: unknown, patch: unknown): unknown {
+  if (!isPlainObject(patch)) return patch;
+  const merged: Record<string, unknown> = isPlainObject(target) ? { ...target } : {};
+  for (const [name, value] of Object.entries(patch)) {
+    if (value === null) delete merged[name];
+    else merged[name] = mergePatch(merged[name], value);
+  }
+  return merged;
+}
+
+const isPlainObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
 
 const ServiceId = Type.String({ minLength: 1, maxLength: 50, pattern: '^[A-Za-z0-9._-]+$' });
 export const ServiceIdParams = Type.Object({ serviceId: ServiceId });
@@ -64,8 +106,8 @@ export const ServiceKeyInputs = {
     { additionalProperties: false, description: 'the secret is set in CONFIG_FILE and loaded by a reload, never here' },
   ),
   patch: Type.Object(
-    { permissions: Type.Optional(Permissions), active: Type.Optional(ActiveField) },
-    { additionalProperties: false, minProperties: 1, description: 'permissions replace the stored object as a whole' },
+    { permissions: Type.Optional(PermissionsPatch), active: Type.Optional(ActiveField) },
+    { additionalProperties: false, minProperties: 1, description: 'permissions are merged into the stored object (RFC 7396)' },
   ),
 };
 export type ServiceKeyInput = Static<typeof ServiceKeyInputs.create>;
@@ -104,6 +146,8 @@ export const serviceKeys: AdminEntity<ServiceKeyRecord> = {
     updatedAt: read.timestamp(row.updated_at),
   }),
   keyOf: (record) => record.serviceId,
+  mergePatch: (before, patch) =>
+    patch.permissions === undefined ? patch : { ...patch, permissions: mergePatch(before.permissions, patch.permissions) },
 };
 
 /**
@@ -116,11 +160,8 @@ export function permissionProblems(permissions: Permissions): string[] {
   for (const side of ['fromAccountOverride', 'toAccountOverride'] as const) {
     const pattern = permissions[side]?.namePattern;
     if (pattern === undefined) continue;
-    try {
-      new RegExp(pattern);
-    } catch {
-      problems.push(`${side}.namePattern: is not a regular expression`);
-    }
+    const problem = namePatternProblem(pattern);
+    if (problem !== undefined) problems.push(`${side}.namePattern: ${problem}`);
   }
   const webhookUrl = permissions.webhook?.url;
   const urlProblem = webhookUrl === undefined ? undefined : webhookUrlProblem(webhookUrl);
@@ -132,3 +173,29 @@ export function checkPermissions(permissions: Permissions): void {
   const [problem] = permissionProblems(permissions);
   if (problem !== undefined) throw apiError('VALIDATION_ERROR', `body.permissions.${problem}`);
 }
+
+/**
+ * The permissions a write leaves stored (a merge patch's result included) must be a whole,
+ * valid Permissions object; in production a key that can create intents must also say how it signs
+ * (docs/rules.md R60).
+ */
+export function checkStoredPermissions(permissions: unknown, production: boolean): void {
+  if (!Value.Check(Permissions, permissions)) {
+    const [error] = Value.Errors(Permissions, permissions);
+    throw apiError(
+      'VALIDATION_ERROR',
+      `body.permissions${error?.instancePath.replaceAll('/', '.') ?? ''}: after the merge ${error?.message ?? 'is invalid'}`,
+    );
+  }
+  checkPermissions(permissions);
+  if (production && signingUnstated(permissions)) {
+    throw apiError(
+      'VALIDATION_ERROR',
+      'body.permissions.requireMessageSignatures: a key that can create intents must set it (true or false) in production',
+    );
+  }
+}
+
+/** docs/rules.md R60: whether the legacy X-Signature, which does not cover X-User-Id, verifies for this key is said, not assumed. */
+export const signingUnstated = (permissions: Permissions): boolean =>
+  permissions.allowedOperationTypes.length > 0 && permissions.requireMessageSignatures === undefined;

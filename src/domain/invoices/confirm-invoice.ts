@@ -82,6 +82,7 @@ async function attemptConfirm(deps: IntentDeps, input: ConfirmInvoiceInput, atte
   const fees = await calculateFees(
     deps.db,
     deps.fees,
+    input.serviceId,
     {
       operationType: intent.operationType,
       amount: intent.amount,

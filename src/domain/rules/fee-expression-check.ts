@@ -1,5 +1,6 @@
 import { apiError } from '../errors.js';
-import { type FeeEngine, FeeEvaluationError } from './fees/index.js';
+import { type DryRunResult, type FeeEngine, FeeEvaluationError } from './fees/index.js';
+import { refusedSplitMessage, refusedSplitTarget } from './fees/fee-split-targets.js';
 
 /**
  * A typical amount for the trial run: large enough that percentage fees give a non-zero split,
@@ -21,8 +22,9 @@ export interface FeeExpressionSubject {
  * amount and metadata; it keeps obviously broken rules out of the table.
  */
 export async function checkFeeExpression(engine: FeeEngine, rule: FeeExpressionSubject): Promise<void> {
+  let trial: DryRunResult;
   try {
-    await engine.dryRun(rule.expression, {
+    trial = await engine.dryRun(rule.expression, {
       operationType: rule.operationType,
       amount: TRIAL_AMOUNT_SATANG,
       currency: 'THB',
@@ -32,4 +34,7 @@ export async function checkFeeExpression(engine: FeeEngine, rule: FeeExpressionS
     if (!(error instanceof FeeEvaluationError)) throw error;
     throw apiError('EVAL_ERROR', `fee expression refused (${error.reason}): ${error.message}`);
   }
+  // docs/rules.md R62: refused here rather than failing every payment it applies to at settlement.
+  const refused = refusedSplitTarget(trial.splits);
+  if (refused !== undefined) throw apiError('VALIDATION_ERROR', `body.expression: ${refusedSplitMessage(refused)}`);
 }

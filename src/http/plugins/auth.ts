@@ -87,8 +87,9 @@ export function registerAuth(app: FastifyInstance, authDeps: AuthDeps): void {
     if (mode === 'none') return;
     request.rawBody ??= EMPTY;
     await deps.throttle.beforeAuthentication(request, reply);
+    let verified: VerifiedRequest | null;
     try {
-      request.caller = await authenticate(request, mode, deps);
+      ({ caller: request.caller, verified } = await authenticate(request, mode, deps));
     } catch (error) {
       await deps.throttle.authenticationFailed(request, error);
       throw error;
@@ -97,6 +98,16 @@ export function registerAuth(app: FastifyInstance, authDeps: AuthDeps): void {
     addRequestLogFields(request, reply, { serviceId: request.caller.serviceId });
     // Before the body is validated or any domain work: an over-limit request changes nothing.
     await deps.throttle.authenticated(request.caller.key, reply);
+    // Only a request the rate limit admitted takes a replay record (docs/rules.md R61): a flood
+    // over the limit fills no store.
+    if (verified !== null) {
+      try {
+        await claimReplayRecords(request, verified, deps.shared);
+      } catch (error) {
+        await deps.throttle.authenticationFailed(request, error);
+        throw error;
+      }
+    }
     if (request.body === MALFORMED_JSON) throw apiError('BAD_REQUEST', 'request body is not valid JSON');
   });
 }
@@ -121,14 +132,19 @@ interface VerifiedRequest {
 export const NO_ADMIN_TOKEN_MESSAGE =
   'this server has no ADMIN_TOKEN: restart it with ADMIN_TOKEN set in its environment (e.g. ADMIN_TOKEN=<token> npm start) to sign in with a bearer token';
 
-async function authenticate(request: FastifyRequest, mode: AuthMode, deps: Required<AuthDeps>): Promise<Caller> {
+/** Who the caller is, and the verified signature whose replay records are still to be taken (null for the bearer token). */
+async function authenticate(
+  request: FastifyRequest,
+  mode: AuthMode,
+  deps: Required<AuthDeps>,
+): Promise<{ caller: Caller; verified: VerifiedRequest | null }> {
   const authorization = header(request, 'authorization');
   const signed = header(request, 'x-signature') !== undefined || header(request, 'signature-input') !== undefined;
   if ((mode === 'admin' || mode === 'resolve') && authorization !== undefined && !signed) {
     // Said apart, so that an operator who opens the console on a server started without one learns why.
     if (deps.adminToken === undefined) throw unauthorized(NO_ADMIN_TOKEN_MESSAGE);
     if (!bearerMatches(authorization, deps.adminToken)) throw unauthorized('invalid bearer token');
-    return { key: null, serviceId: ADMIN_CALLER_ID };
+    return { caller: { key: null, serviceId: ADMIN_CALLER_ID }, verified: null };
   }
   const verified = verifyRequest(request, deps);
   const { key, snapshot } = await serviceKeyOf(verified.serviceId, deps);
@@ -139,11 +155,16 @@ async function authenticate(request: FastifyRequest, mode: AuthMode, deps: Requi
   if (!key.active) throw apiError('FORBIDDEN', `service key ${key.serviceId} is inactive`);
   const allowed = mode === 'service' || key.permissions.admin === true || (mode === 'resolve' && key.permissions.forceResolve === true);
   if (!allowed) throw apiError('FORBIDDEN', `service ${key.serviceId} may not use admin operations`);
-  // Last, on a verified signature only: a forged request must not burn a genuine one's slot.
-  // The admin write first, so that a replayed one is called that whether it has a nonce or not.
-  if (isAdminWrite(request)) await claimAdminWrite(deps.shared, verified.serviceId, verified.scheme, verified.signature);
-  if (verified.nonce !== undefined) await claimNonce(deps.shared, verified.serviceId, verified.nonce);
-  return { key, serviceId: key.serviceId };
+  return { caller: { key, serviceId: key.serviceId }, verified };
+}
+
+/**
+ * On a verified signature only: a forged request must not burn a genuine one's slot. The admin
+ * write first, so that a replayed one is called that whether it has a nonce or not.
+ */
+async function claimReplayRecords(request: FastifyRequest, verified: VerifiedRequest, shared: SharedState): Promise<void> {
+  if (isAdminWrite(request)) await claimAdminWrite(shared, verified.serviceId, verified.scheme, verified.signature);
+  if (verified.nonce !== undefined) await claimNonce(shared, verified.serviceId, verified.nonce);
 }
 
 /** A request carrying Signature-Input is judged as an HTTP Message Signature, any other by X-Signature (docs/SECURITY.md §2). */

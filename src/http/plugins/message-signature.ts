@@ -23,6 +23,12 @@ export interface SignedMessage {
 
 const unauthorized = (message: string) => apiError('UNAUTHORIZED', message);
 
+/**
+ * How far ahead of this server's clock `created` may be: clock skew, not a window. A signature
+ * dated ahead would otherwise stay valid, and its replay record live, for longer (docs/rules.md R61).
+ */
+export const CREATED_AHEAD_MAX_S = 5;
+
 /** RFC 9421 §2.1: the field as the application reads it (repeated lines joined by `, `), trimmed. */
 function headerValue(request: SignedMessage, name: string): string | undefined {
   const value = request.headers[name];
@@ -78,7 +84,9 @@ function checkParameters(input: SignatureInput, request: SignedMessage, nowS: nu
   if (input.alg !== undefined && input.alg !== MESSAGE_SIGNATURE_ALG) throw unauthorized(`unsupported alg ${input.alg}`);
   const serviceId = headerValue(request, 'x-service-id');
   if (serviceId !== undefined && serviceId !== input.keyid) throw unauthorized('keyid does not match X-Service-Id');
-  if (Math.abs(nowS - input.created) > SIGNATURE_WINDOW_S) throw unauthorized('timestamp outside window');
+  if (Math.abs(nowS - input.created) > SIGNATURE_WINDOW_S || input.created - nowS > CREATED_AHEAD_MAX_S) {
+    throw unauthorized('timestamp outside window');
+  }
   if (input.expires !== undefined && input.expires < nowS) throw unauthorized('signature expired');
   for (const name of requiredComponents(request)) {
     if (!input.components.includes(name)) throw unauthorized(`missing covered component ${name}`);

@@ -58,12 +58,19 @@ export function refuseRateLimited(reply: FastifyReply, waitMs: number, message: 
 }
 
 /**
- * The failure bucket is keyed by address and the X-Service-Id the request claims, so that one
- * caller's failures slow that pair only, not every service behind the same egress address.
+ * Failures are counted twice: by address and the X-Service-Id the request claims, so that one
+ * caller's failures slow that pair only, not every service behind the same egress address; and by
+ * address alone, with ADDRESS_FAILURE_SHARE times the room, so that a caller who claims a new
+ * X-Service-Id on every attempt is slowed all the same (docs/rules.md R61).
  */
-function sourceOf(request: FastifyRequest): string {
+export const ADDRESS_FAILURE_SHARE = 5;
+
+function sourcesOf(request: FastifyRequest): { pair: string; address: string } {
   const claimed = request.headers['x-service-id'];
-  return `auth-failures:${request.ip}:${typeof claimed === 'string' ? claimed.slice(0, 50) : '-'}`;
+  return {
+    pair: `auth-failures:${request.ip}:${typeof claimed === 'string' ? claimed.slice(0, 50) : '-'}`,
+    address: `auth-failures-address:${request.ip}`,
+  };
 }
 
 /**
@@ -74,6 +81,7 @@ function sourceOf(request: FastifyRequest): string {
  */
 export class Throttle {
   private readonly failureRule: BucketRule;
+  private readonly addressFailureRule: BucketRule;
 
   constructor(
     private readonly buckets: TokenBuckets,
@@ -82,6 +90,10 @@ export class Throttle {
     authFailureBurst: number,
   ) {
     this.failureRule = { ratePerS: 1000 / AUTH_FAILURE_REFILL_MS, burst: authFailureBurst };
+    this.addressFailureRule = {
+      ratePerS: (ADDRESS_FAILURE_SHARE * 1000) / AUTH_FAILURE_REFILL_MS,
+      burst: ADDRESS_FAILURE_SHARE * authFailureBurst,
+    };
   }
 
   private async take(key: string, rule: BucketRule, cost: number): Promise<BucketAnswer> {
@@ -94,16 +106,21 @@ export class Throttle {
   }
 
   async beforeAuthentication(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    const answer = await this.take(sourceOf(request), this.failureRule, 0);
-    if (answer.allowed) return;
+    const { pair, address } = sourcesOf(request);
+    const [pairAnswer, addressAnswer] = await Promise.all([
+      this.take(pair, this.failureRule, 0),
+      this.take(address, this.addressFailureRule, 0),
+    ]);
+    if (pairAnswer.allowed && addressAnswer.allowed) return;
     this.metrics?.rateLimited('auth_failures');
-    throw refuseRateLimited(reply, answer.waitMs, 'too many failed authentications from this source');
+    throw refuseRateLimited(reply, Math.max(pairAnswer.waitMs, addressAnswer.waitMs), 'too many failed authentications from this source');
   }
 
   async authenticationFailed(request: FastifyRequest, error: unknown): Promise<void> {
     if (!(error instanceof ApiError) || error.code !== 'UNAUTHORIZED') return;
     this.metrics?.authFailure(authFailureReason(error.message));
-    await this.take(sourceOf(request), this.failureRule, 1);
+    const { pair, address } = sourcesOf(request);
+    await Promise.all([this.take(pair, this.failureRule, 1), this.take(address, this.addressFailureRule, 1)]);
   }
 
   async authenticated(key: ServiceKeyGrant | null, reply: FastifyReply): Promise<void> {

@@ -119,7 +119,7 @@ export function intentRoutes(app: App, deps: IntentDeps) {
     async (request) => {
       const quote = withBodyDefaults(request.body);
       const amount = BigInt(quote.amount);
-      const fees = await calculateFees(deps.db, deps.fees, { ...quote, amount });
+      const fees = await calculateFees(deps.db, deps.fees, request.caller.serviceId, { ...quote, amount });
       return {
         fee: fees.preFee.toString(),
         totalCharge: (amount + fees.preFee).toString(),

@@ -1,4 +1,5 @@
 import type { Permissions } from '../../auth/service-keys.js';
+import { matchesWholeName } from '../../auth/name-pattern.js';
 import { parseAccountName, userWalletName } from '../../accounts/account-names.js';
 import { type AccountLookup, type AccountRecord, lookupAccount } from '../../accounts/accounts.js';
 import { apiError } from '../../errors.js';
@@ -58,17 +59,6 @@ function defaultNames(request: IntentRequest, actor: number): { from: string | n
   }
 }
 
-const anchoredPatterns = new Map<string, RegExp>();
-/** A namePattern must match the whole name: 'user\.1\.THB' may not admit 'user.1.THB.evil'. */
-function matchesWhole(pattern: string, name: string): boolean {
-  let regex = anchoredPatterns.get(pattern);
-  if (regex === undefined) {
-    regex = new RegExp(`^(?:${pattern})$`);
-    anchoredPatterns.set(pattern, regex);
-  }
-  return regex.test(name);
-}
-
 /** 403 unless the key may name this account on this side; 400 when the name follows no pattern. */
 function checkOverride(permissions: Permissions, side: 'from' | 'to', name: string): void {
   const parsed = parseAccountName(name);
@@ -76,7 +66,7 @@ function checkOverride(permissions: Permissions, side: 'from' | 'to', name: stri
   const override = side === 'from' ? permissions.fromAccountOverride : permissions.toAccountOverride;
   if (override === undefined) throw apiError('FORBIDDEN', `${side}AccountName needs the ${side}AccountOverride permission`);
   const allowedTypes: readonly string[] = override.allowedTypes;
-  if (!allowedTypes.includes(parsed.accountType) || !matchesWhole(override.namePattern, name)) {
+  if (!allowedTypes.includes(parsed.accountType) || !matchesWholeName(override.namePattern, name)) {
     throw apiError('FORBIDDEN', `${side}AccountName ${name} is outside the ${side}AccountOverride permission`);
   }
 }

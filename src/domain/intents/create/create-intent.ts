@@ -147,7 +147,7 @@ async function validateAndPersist(deps: IntentDeps, input: CreateIntentInput, fi
   CHANNEL_BEHAVIOUR[channel].check?.(request, accounts.from);
   const isInvoice = isInvoiceChannel(channel);
   const feeRules = config === null ? undefined : feeRulesOf(config, request.operationType);
-  const fees = isInvoice ? NO_FEES : await calculateFees(deps.db, deps.fees, { ...request, amount }, feeRules);
+  const fees = isInvoice ? NO_FEES : await calculateFees(deps.db, deps.fees, input.serviceId, { ...request, amount }, feeRules);
   if (fees.postFee > amount) throw apiError('BAD_REQUEST', `post fee ${fees.postFee} exceeds the amount ${amount}`);
   const legs = await feeLegs(deps.accounts, fees);
 

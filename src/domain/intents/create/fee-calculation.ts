@@ -3,6 +3,7 @@ import type { AccountLookup } from '../../accounts/accounts.js';
 import { apiError } from '../../errors.js';
 import { type FeeEngine, FeeEvaluationError, FeePoolBusyError, type FeeResult, type FeeRule } from '../../rules/fees/index.js';
 import type { MoneyLeg } from '../money/money-path.js';
+import { refusedSplitMessage, refusedSplitTarget } from '../../rules/fees/fee-split-targets.js';
 
 /** Active rules of one operation type, read per request: a rule change applies to the next intent. */
 export async function loadFeeRules(sql: Sql, operationType: string): Promise<FeeRule[]> {
@@ -36,17 +37,19 @@ export async function loadFeeRules(sql: Sql, operationType: string): Promise<Fee
 
 /**
  * Fees of a request; a rule that fails for this input is the request's 422 EVAL_ERROR, never a 500.
+ * `owner`: the service asking, for its fair share of the fee workers (docs/rules.md R61).
  * `cachedRules`: the active rules of this operation type from a config snapshot; absent, they are read.
  */
 export async function calculateFees(
   sql: Sql,
   fees: FeeEngine,
+  owner: string,
   context: { operationType: string; amount: bigint; currency: string; metadata: Readonly<Record<string, unknown>> },
   cachedRules?: readonly FeeRule[],
 ): Promise<FeeResult> {
   const rules = cachedRules ?? (await loadFeeRules(sql, context.operationType));
   try {
-    return await fees.calculateFees(rules, context);
+    return await fees.calculateFees(rules, context, owner);
   } catch (error) {
     if (error instanceof FeeEvaluationError) throw apiError('EVAL_ERROR', error.message);
     if (error instanceof FeePoolBusyError) throw apiError('SERVICE_UNAVAILABLE', error.message);
@@ -66,6 +69,9 @@ const feeAccountsFound = new WeakMap<AccountLookup, Map<string, string>>();
 /** Every fee-split account must exist (422 ACCOUNT_NOT_FOUND); returns the ledger legs. */
 export async function feeLegs(lookup: AccountLookup, result: FeeResult): Promise<MoneyLeg[]> {
   if (result.splits.length === 0) return [];
+  // A rule whose split depends on the input can still name one: 422, not the ledger's 500 (docs/rules.md R62).
+  const refused = refusedSplitTarget(result.splits);
+  if (refused !== undefined) throw apiError('EVAL_ERROR', refusedSplitMessage(refused));
   let found = feeAccountsFound.get(lookup);
   if (found === undefined) {
     found = new Map();

@@ -34,6 +34,8 @@ export class FeePoolBusyError extends Error {
 
 interface Pending {
   readonly job: FeeJob;
+  /** Whose evaluation this is (the service id): the unit of the fair share. */
+  readonly owner: string;
   resolve(result: FeeResult | DryRunResult): void;
   reject(error: Error): void;
 }
@@ -43,8 +45,17 @@ interface Slot {
   readonly worker: Worker;
   /** When each job of the current batch began (fee-worker-messages.ts, FeeWorkerData). */
   readonly startedAt: Float64Array;
-  current: { readonly id: number; readonly batch: readonly Pending[]; readonly dispatchedAt: number; timer: NodeJS.Timeout } | null;
+  current: {
+    readonly id: number;
+    /** Every job of a batch has this owner. */
+    readonly owner: string;
+    readonly batch: readonly Pending[];
+    readonly dispatchedAt: number;
+    timer: NodeJS.Timeout;
+  } | null;
   dead: boolean;
+  /** Its sandbox is built: it counts in the fair share. */
+  ready: boolean;
 }
 
 /**
@@ -55,15 +66,21 @@ interface Slot {
 export const FEE_BATCH_MAX = 32;
 
 /**
- * Fee evaluations on worker threads, in arrival order, in batches of what waited while the
- * workers were busy. QuickJS cannot interrupt a long built-in call (`new Array(n).fill(0)`), so a
+ * Fee evaluations on worker threads, a fair share per owner (docs/rules.md R61): each owner (a
+ * service) has its own queue, owners are served in turn, a batch holds one owner's jobs, and no
+ * owner holds more than all workers but one at once. So a service whose evaluations are slow
+ * (up to the wall limit each) delays another's by at most one evaluation: a worker is always free
+ * of it, or frees within one wall limit when there is only one. Within an owner, arrival order.
+ * Jobs wait only while workers are busy, and then go together, in batches of what waited. QuickJS cannot interrupt a long built-in call (`new Array(n).fill(0)`), so a
  * watchdog on this thread terminates a worker whose current job passes the wall limit, fails that
  * job as a time-out, sends the rest of its batch again and starts a replacement: no expression can
  * hold the event loop that answers every other request, nor cost another request its answer.
  */
 export class FeeWorkerPool {
   private readonly idle: Slot[] = [];
-  private readonly queue: Pending[] = [];
+  /** Waiting jobs per owner; an owner is in the map only while it has some, in the order it is next served. */
+  private readonly queues = new Map<string, Pending[]>();
+  private queued = 0;
   private readonly slots = new Set<Slot>();
   private nextBatchId = 1;
   private closed = false;
@@ -78,33 +95,85 @@ export class FeeWorkerPool {
     return pool;
   }
 
-  run(job: FeeJob): Promise<FeeResult | DryRunResult> {
+  /** `owner`: whose evaluation this is; each owner gets its fair share of the workers. */
+  run(job: FeeJob, owner = ''): Promise<FeeResult | DryRunResult> {
     if (this.closed) return Promise.reject(new Error('fee worker pool is closed'));
-    if (this.queue.length >= this.options.queueMax) return Promise.reject(new FeePoolBusyError('fee evaluation is overloaded; try again'));
+    // One owner may fill half the queue: the other half stays for everyone else.
+    const ownQueued = this.queues.get(owner)?.length ?? 0;
+    if (this.queued >= this.options.queueMax || ownQueued >= Math.max(1, Math.floor(this.options.queueMax / 2))) {
+      return Promise.reject(new FeePoolBusyError('fee evaluation is overloaded; try again'));
+    }
     return new Promise((resolve, reject) => {
-      this.queue.push({ job, resolve, reject });
+      this.enqueue([{ job, owner, resolve, reject }], 'back');
       this.pump();
     });
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    for (const pending of this.queue.splice(0)) pending.reject(new Error('fee worker pool is closed'));
+    for (const queue of this.queues.values()) for (const pending of queue) pending.reject(new Error('fee worker pool is closed'));
+    this.queues.clear();
+    this.queued = 0;
     await Promise.all([...this.slots].map((slot) => this.kill(slot)));
   }
 
+  private enqueue(pending: readonly Pending[], end: 'front' | 'back'): void {
+    for (const item of pending) {
+      const queue = this.queues.get(item.owner);
+      if (queue === undefined) this.queues.set(item.owner, [item]);
+      else if (end === 'back') queue.push(item);
+      else queue.unshift(item);
+    }
+    this.queued += pending.length;
+  }
+
+  /**
+   * Whether `owner` may take one more worker: all but one of the ready workers, so that its slow
+   * jobs always leave one to the others. A worker being replaced is not ready, so an owner whose
+   * own worker was cut does not take the one left meanwhile. With a single worker, one at a time.
+   */
+  private mayTakeWorker(owner: string): boolean {
+    const busy = this.busySlotsOf(owner);
+    let ready = 0;
+    for (const slot of this.slots) if (slot.ready) ready += 1;
+    return this.options.workers === 1 ? busy === 0 : busy + 1 < ready;
+  }
+
+  private busySlotsOf(owner: string): number {
+    let busy = 0;
+    for (const slot of this.slots) if (slot.current?.owner === owner) busy += 1;
+    return busy;
+  }
+
   private pump(): void {
-    while (this.queue.length > 0) {
-      const slot = this.idle.pop();
-      if (slot === undefined) return;
-      this.dispatch(slot, this.queue.splice(0, FEE_BATCH_MAX));
+    while (this.queued > 0 && this.idle.length > 0) {
+      const owner = this.nextEligibleOwner();
+      if (owner === undefined) return;
+      const queue = this.queues.get(owner) ?? [];
+      const batch = queue.splice(0, FEE_BATCH_MAX);
+      // Served: to the back of the turn, or out of it when nothing of it waits.
+      this.queues.delete(owner);
+      if (queue.length > 0) this.queues.set(owner, queue);
+      this.queued -= batch.length;
+      this.dispatch(this.idle.pop() as Slot, owner, batch);
     }
   }
 
-  private dispatch(slot: Slot, batch: readonly Pending[]): void {
+  private nextEligibleOwner(): string | undefined {
+    for (const owner of this.queues.keys()) if (this.mayTakeWorker(owner)) return owner;
+    return undefined;
+  }
+
+  private dispatch(slot: Slot, owner: string, batch: readonly Pending[]): void {
     const id = this.nextBatchId++;
     slot.startedAt.fill(0);
-    slot.current = { id, batch, dispatchedAt: performance.now(), timer: setTimeout(() => this.watch(slot, id), this.options.wallLimitMs) };
+    slot.current = {
+      id,
+      owner,
+      batch,
+      dispatchedAt: performance.now(),
+      timer: setTimeout(() => this.watch(slot, id), this.options.wallLimitMs),
+    };
     slot.worker.postMessage({ id, jobs: batch.map((pending) => pending.job) } satisfies FeeBatch);
   }
 
@@ -162,7 +231,7 @@ export class FeeWorkerPool {
     if (current !== null) {
       clearTimeout(current.timer);
       const culprit = current.batch[this.jobOn(slot)]!;
-      this.queue.unshift(...current.batch.filter((pending) => pending !== culprit));
+      this.enqueue(current.batch.filter((pending) => pending !== culprit).reverse(), 'front');
       slot.current = null;
       culprit.reject(error);
     }
@@ -218,7 +287,7 @@ export class FeeWorkerPool {
     const worker = new Worker(this.options.entry, { workerData });
     // A worker must not keep the process alive: close() ends them, and a forgotten pool must not hang an exit.
     worker.unref();
-    const slot: Slot = { worker, startedAt: new Float64Array(progress), current: null, dead: false };
+    const slot: Slot = { worker, startedAt: new Float64Array(progress), current: null, dead: false, ready: false };
     this.slots.add(slot);
     let ready = false;
     return new Promise((resolve, reject) => {
@@ -226,6 +295,7 @@ export class FeeWorkerPool {
         if (message !== WORKER_READY) return this.onAnswer(slot, message);
         if (this.closed) return void this.kill(slot);
         ready = true;
+        slot.ready = true;
         this.idle.push(slot);
         this.pump();
         resolve();

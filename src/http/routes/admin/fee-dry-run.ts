@@ -37,7 +37,11 @@ export function feeDryRunRoutes(app: App, deps: { fees: FeeEngine }) {
     async (request) => {
       const { expression, context } = request.body;
       try {
-        const result = await deps.fees.dryRun(expression, { ...context, amount: BigInt(context.amount), metadata: context.metadata ?? {} });
+        const result = await deps.fees.dryRun(
+          expression,
+          { ...context, amount: BigInt(context.amount), metadata: context.metadata ?? {} },
+          request.caller.serviceId,
+        );
         return {
           splits: result.splits.map((split) => ({ account: split.account, amount: split.amount.toString() })),
           totalFee: result.totalFee.toString(),

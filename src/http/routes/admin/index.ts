@@ -7,6 +7,7 @@ import { LimitRule, LimitRuleInputs, limitRules } from '../../../domain/rules/li
 import { checkRoute, Route, RouteInputs, routes } from '../../../domain/rules/route-rules.js';
 import {
   checkPermissions,
+  checkStoredPermissions,
   type Permissions,
   ServiceIdParams,
   ServiceKey,
@@ -24,6 +25,8 @@ export interface AdminDeps {
   /** The engine that calculates fees, so a rule is checked under the same limits; one is made when absent. */
   readonly feeEngine?: FeeEngine | undefined;
   readonly reloadSecrets?: ReloadSecrets | undefined;
+  /** NODE_ENV=production: a key that can create intents must say how it signs (docs/rules.md R60). */
+  readonly production?: boolean;
 }
 
 /** Every `/admin/*` route: signed key with `admin`, or the admin bearer token (docs/rules.md R11). */
@@ -100,6 +103,8 @@ export async function adminRoutes(app: App, deps: AdminDeps): Promise<void> {
     checkInput: (input) => {
       if (input.permissions !== undefined) checkPermissions(input.permissions as Permissions);
     },
+    // The permissions as stored after a merge patch, whole: the patch alone may be valid and its result not.
+    checkRecord: (key) => checkStoredPermissions(key.permissions, deps.production === true),
   });
   adminSystemRoutes(app, { db, reloadSecrets: deps.reloadSecrets });
   adminWebhookRoutes(app, db);
