@@ -13,7 +13,7 @@ import { ledgerAccountId } from '../dist/ledger/account-id.js';
 /**
  * @typedef {object} LoadOptions
  * @property {string} url
- * @property {'p2p' | 'invoice' | 'policy' | 'bare'} kind
+ * @property {'p2p' | 'invoice' | 'policy' | 'bare' | 'refund'} kind
  * @property {'closed' | 'open'} mode
  * @property {number} [concurrency]
  * @property {number} [rate]
@@ -80,7 +80,7 @@ const SLOWEST_REPORTED = 10;
 const opts = JSON.parse(process.argv[2] ?? '{}');
 const {
   url,
-  kind, // 'p2p' | 'invoice' | 'policy' | 'bare'
+  kind, // 'p2p' | 'invoice' | 'policy' | 'bare' | 'refund'
   mode, // 'closed' | 'open'
   concurrency = 32,
   rate = 500,
@@ -194,6 +194,15 @@ async function post(path, payload, userId) {
 }
 
 /**
+ * kind 'refund' (bench/refunds.js): each worker's current original payment, of `amount` times
+ * REFUND_ORIGINAL_SHARES, and what it still has to refund; each unit refunds `amount` of it, and
+ * a payer whose original is used up pays a new one first (one unit in a thousand).
+ * @type {Map<number, { id: string, left: number }>}
+ */
+const originals = new Map();
+const REFUND_ORIGINAL_SHARES = 1_000;
+
+/**
  * One unit of work for payer `u` (and recipient / merchant); resolves to an error code or null.
  * @param {number} u
  * @param {number} n
@@ -237,6 +246,28 @@ async function work(u, n, remember) {
       );
       if (confirm.status !== 200) return `confirm_${confirm.status}:${confirm.text.slice(0, 60)}`;
       return confirm.text.includes('"SETTLED"') ? null : 'not_settled';
+    }
+    case 'refund': {
+      // One original per closed-loop worker (a worker's payers rotate): refunds, not new payments, are measured.
+      const slot = (u - firstUser) % concurrency;
+      let original = originals.get(slot);
+      if (original === undefined || original.left < amount) {
+        const payload = {
+          idempotencyKey: randomUUID(),
+          operationType: 'P2P_TRANSFER',
+          amount: amount * REFUND_ORIGINAL_SHARES,
+          currency: 'THB',
+          recipientUserId: recipientOf(u, n),
+        };
+        const paid = await post('/intents', payload, u);
+        if (paid.status !== 201) return `original_${paid.status}:${paid.text.slice(0, 60)}`;
+        original = { id: JSON.parse(paid.text).intentId, left: amount * REFUND_ORIGINAL_SHARES };
+        originals.set(slot, original);
+      }
+      original.left -= amount;
+      const r = await post(`/intents/${original.id}/refunds`, { idempotencyKey: randomUUID(), amount, reason: 'bench' }, u);
+      if (r.status !== 201) return `refund_${r.status}:${r.text.slice(0, 60)}`;
+      return r.text.includes('"SETTLED"') ? null : 'not_settled';
     }
     case 'policy': {
       const merchant = 1 + (n % 1000);

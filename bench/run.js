@@ -1,7 +1,7 @@
 // npm run bench [-- --soak-s 600 --phase-s 20 --skip-pglite --profile --only p2p,floors --help]
 //
 // --only runs some sections (p2p, latency, invoice, invoice-rates, floors, floor-batch, hot-payee,
-// cpu, replays, refusals, policies, stored, soak, pglite, pglite-refusals, pglite-replays, statements, reconciliation; docs/PERFORMANCE.md,
+// cpu, replays, refusals, refunds, policies, stored, soak, pglite, pglite-refusals, pglite-replays, statements, reconciliation; docs/PERFORMANCE.md,
 // Reproducing the figures) for a
 // quick A/B of one change; it writes bench/results/partial-<time>.json and leaves latest.json and
 // the chart to full runs.
@@ -23,6 +23,7 @@ import { openDatabase } from '../dist/adapters/database.js';
 import { SqlLedger } from '../dist/ledger/sql-ledger.js';
 import { writeChart } from './chart.js';
 import { benchReconciliation } from './reconciliation.js';
+import { refundsPhase } from './refunds.js';
 import { rssGrowth } from './rss-growth.js';
 import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
 import { statementsSection } from './statements.js';
@@ -58,6 +59,7 @@ import { statementsSection } from './statements.js';
  * @property {number} [storedIntentsBefore]
  * @property {StoredPair[]} [storedAgainstEmpty] P2P at the saturated level, 200,000+ intents stored against none, alternated
  * @property {SoakResult} [soak]
+ * @property {Awaited<ReturnType<typeof refundsPhase>>} [refunds] refunds at saturation and at 250/s next to P2P (bench/refunds.js)
  * @property {Awaited<ReturnType<typeof statementsSection>>} [statements] history on / off, balance at a time, a streamed csv statement
  */
 /**
@@ -205,6 +207,7 @@ const SECTIONS = [
   'cpu',
   'replays',
   'refusals',
+  'refunds',
   'policies',
   'stored',
   'soak',
@@ -766,6 +769,7 @@ async function main() {
         logRefusalPhase('P2P', share, HOT_PAYEE_CONCURRENCY, load);
       }
     }
+    if (runs('refunds')) pgr.refunds = await refundsPhase({ runJson, base, url: server.url, concurrency: HOT_PAYEE_CONCURRENCY, log });
     await server.stop();
 
     /** @type {FloorResults} */

@@ -399,6 +399,15 @@ function remember(request) {
 
 /** @type {string[]} */
 const openInvoices = [];
+/** @type {string[]} Recent settled P2P payments, refunded in part by the 'refund' operation (docs/rules.md R57). */
+const settledPayments = [];
+
+/** A part of a recent payment back to its payer: 201, or 409 once it is all refunded, or 422 when the payee spent it. */
+async function refundRecent() {
+  if (settledPayments.length === 0) return;
+  const body = { idempotencyKey: randomUUID(), amount: 1 + Math.floor(Math.random() * 10_000), reason: 'chaos' };
+  await call('POST', `/intents/${pick(settledPayments)}/refunds`, { user: 1, body });
+}
 
 /**
  * The simulator's outcome by the receiver's last digits (docs/rules.md, Simulator outcomes). Time-outs (9997, 9998) are
@@ -415,7 +424,18 @@ function receiverEnding() {
 
 /** @type {[Operation, ...Operation[]]} One operation of the mixed workload: [name, weight, run]. */
 const OPERATIONS = [
-  ['p2p', 8, (u) => intent('wallet-api', u, { operationType: 'P2P_TRANSFER', amount: amount(), recipientUserId: otherThan(u) })],
+  [
+    'p2p',
+    8,
+    async (u) => {
+      const res = await intent('wallet-api', u, { operationType: 'P2P_TRANSFER', amount: amount(), recipientUserId: otherThan(u) });
+      if (res.status === 201 && res.body.status === 'SETTLED' && typeof res.body.intentId === 'string')
+        settledPayments.push(res.body.intentId);
+      if (settledPayments.length > 200) settledPayments.shift();
+      return res;
+    },
+  ],
+  ['refund', 2, () => refundRecent()],
   ['topup', 3, (u) => intent('wallet-api', u, { operationType: 'QP_TOPUP', amount: amount() })],
   [
     'withdrawal',

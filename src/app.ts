@@ -29,6 +29,8 @@ import { policyRoutes } from './http/routes/policies.js';
 import { feeDryRunRoutes } from './http/routes/admin/fee-dry-run.js';
 import { intentRoutes } from './http/routes/intents.js';
 import { invoiceRoutes } from './http/routes/invoices.js';
+import { refundRoutes } from './http/routes/refunds.js';
+import { RefundCommitter } from './domain/refunds/refund-commit.js';
 import type { FeeEngine } from './domain/rules/fees/index.js';
 import { sharedAccountLookup } from './domain/accounts/accounts.js';
 import { sharedIntentLookup } from './domain/intents/store/intent-store.js';
@@ -157,6 +159,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   };
   intentRoutes(app, intentDeps);
   invoiceRoutes(app, intentDeps);
+  refundRoutes(app, {
+    db: deps.db,
+    refunds: new RefundCommitter(deps.db, ledger, deps.config.ledgerPendingTimeoutS),
+    intents: intentDeps.intents,
+    locks: intentDeps.locks,
+  });
   feeDryRunRoutes(app, { fees: deps.fees });
   pspxWalletRoutes(app, { db: deps.db, pspx: deps.pspx });
   adminAuditRoutes(app, { db: deps.db });

@@ -7,6 +7,7 @@ export const COMMAND_WORDS: Readonly<Record<string, readonly string[]>> = {
   migrate: ['--status'],
   call: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
   intents: ['create', 'get', 'events', 'watch'],
+  refunds: ['create', 'list'],
   quote: [],
   accounts: ['create', 'balance', 'history', 'statement'],
   policies: ['evaluate'],

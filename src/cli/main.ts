@@ -27,6 +27,9 @@ Usage:
   payorch intents events ID
   payorch intents watch ID [--interval-ms N] [--timeout-s N] [--poll]
                                         print each new status until a final one or MANUAL_REVIEW
+  payorch refunds create INTENT_ID --user N --reason TEXT [--amount N] [--refund-fees]
+                         [--metadata JSON] [--key UUID]
+  payorch refunds list INTENT_ID        the intent's refunds, oldest first
   payorch quote [BODY] --type T --amount N [--currency C] [--metadata JSON]
   payorch accounts create USER_ID [--entity user|merchant|agent]
   payorch accounts balance NAME
@@ -187,6 +190,8 @@ async function dispatch(command: string, args: string[], io: CliIo): Promise<num
       return (await import('./call-command.js')).callCommand(args, io);
     case 'intents':
       return (await import('./intent-commands.js')).intentsCommand(args, io);
+    case 'refunds':
+      return (await import('./refund-commands.js')).refundsCommand(args, io);
     case 'quote':
       return (await import('./intent-commands.js')).quoteCommand(args, io);
     case 'accounts':

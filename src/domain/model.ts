@@ -40,6 +40,12 @@ export const LEDGER_CODE_BY_OPERATION = {
 } as const satisfies Record<OperationType, number>;
 
 /**
+ * The ledger `code` of a refund's transfers (docs/rules.md R57): a refund is no operation type, but
+ * its code is of the same family, the next free number after them, and is never changed or reused.
+ */
+export const LEDGER_CODE_REFUND = 12;
+
+/**
  * The ledger `code` of each account type's ledger account. Stored with every account, and compared
  * when an account is created again ('exists_with_different_code'), so a number never changes and
  * is never reused.

@@ -17,6 +17,8 @@ import { EvaluateBody, EvaluateResponse } from './schemas/policies.js';
 import { ErrorResponse, HistoryEntry } from './schemas/shared.js';
 import { ReconciliationBreak, ReconciliationRun, ReconciliationRunSummary } from './schemas/reconciliation.js';
 import { Statement, StatementEntry } from './schemas/statements.js';
+import { RefundBody } from '../domain/refunds/refund-request.js';
+import { RefundList, RefundView } from '../domain/refunds/refund-store.js';
 
 /**
  * The shapes the OpenAPI document names under components.schemas, by the names of the client's
@@ -42,6 +44,9 @@ export const COMPONENT_SCHEMAS: Readonly<Record<string, TSchema>> = {
   ConfirmResult,
   CancelRequest: CancelBody,
   CancelResult,
+  RefundCreateRequest: RefundBody,
+  Refund: RefundView,
+  Refunds: RefundList,
   AccountCreateRequest: CreateAccountBody,
   Account,
   EntityAccount,

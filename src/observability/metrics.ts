@@ -54,6 +54,8 @@ export interface Metrics extends WorkerMetrics {
   intentCreated(operationType: string, channel: string): void;
   /** A POST /intents refused with a 4xx (nothing stored), by error code. */
   intentRefused(operationType: string, error: string): void;
+  /** POST /intents/{id}/refunds, by outcome: SETTLED, FAILED (stored), or the error code of a refusal that stored nothing. */
+  refundOutcome(outcome: string): void;
   observeLedgerBatch(result: LedgerBatchResult, seconds: number): void;
   /** Intents committed in one group-commit transaction. */
   observeIntentBatch(size: number): void;
@@ -118,6 +120,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     name: 'payorch_intents_refused_total',
     help: 'POST /intents answered with a 4xx (nothing stored), by operation type and error code.',
     labelNames: ['operation_type', 'error'] as const,
+    registers,
+  });
+  const refunds = new Counter({
+    name: 'payorch_refunds_total',
+    help: 'POST /intents/{id}/refunds answered (replays excluded), by outcome: SETTLED or FAILED (stored), or the error code of a refusal that stored nothing.',
+    labelNames: ['outcome'] as const,
     registers,
   });
   const ledgerDuration = new Histogram({
@@ -258,6 +266,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       if (count > 0) finished.inc({ operation_type: operationType, channel, status }, count);
     },
     intentRefused: (operationType, error) => refused.inc({ operation_type: operationType, error }),
+    refundOutcome: (outcome) => refunds.inc({ outcome }),
     observeLedgerBatch: (result, seconds) => ledgerDuration.observe({ result }, seconds),
     observeIntentBatch: (size) => intentBatch.observe(size),
     observeIntentBet: (call, outcome) => intentBets.inc({ ledger_call: call, outcome }),

@@ -138,6 +138,21 @@ describe('signed requests through the typed methods', () => {
     expect(refused.status).toBe(422);
   });
 
+  it('refunds: create, list and get (docs/rules.md R57), and the refusal of one more than remains', async () => {
+    const client = wallet();
+    const paid = await client.intents.create({ operationType: 'P2P_TRANSFER', amount: 700, recipientUserId: RECEIVER }, { userId: PAYER });
+    const created = await client.refunds.create(paid.intentId, { amount: 300, reason: 'returned goods' }, { userId: PAYER });
+    expect(created).toMatchObject({ intentId: paid.intentId, amount: '300', feeAmount: '0', status: 'SETTLED', requestedByUserId: PAYER });
+    expect(await client.refunds.get(created.refundId)).toEqual(created);
+    expect((await client.refunds.list(paid.intentId)).refunds).toEqual([created]);
+    expect((await client.intents.get(paid.intentId)).refundedAmount).toBe('300');
+    const over = await client.refunds
+      .create(paid.intentId, { amount: 401, reason: 'too much' }, { userId: PAYER })
+      .catch((e: unknown) => e);
+    expect(over).toBeInstanceOf(PayorchError);
+    expect((over as PayorchError).code).toBe('REFUND_EXCEEDS_REMAINING');
+  });
+
   it('quote, policy evaluation and the fee dry-run', async () => {
     expect(await wallet().intents.quote({ operationType: 'WITHDRAWAL', amount: 5_000 })).toEqual({
       fee: '1000',

@@ -106,6 +106,7 @@ describe('GET /events', () => {
     expect(events.map((e) => `${e.statusFrom ?? ''}>${e.statusTo}`)).toEqual(SETTLED_TRAIL);
     expect(events[0]).toEqual({
       cursor: expect.any(String),
+      type: 'intent',
       intentId,
       operationType: 'P2P_TRANSFER',
       statusFrom: null,

@@ -439,6 +439,7 @@ describe('reads and tenant isolation', () => {
     expect(own.json()).toEqual({
       intentId: created.intentId,
       status: 'SETTLED',
+      refundedAmount: '0',
       operationType: 'QP_TOPUP',
       channel: 'INTERNAL_P2P',
       amount: '10',

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { LEDGER_CODE_BY_ACCOUNT_TYPE, LEDGER_CODE_BY_OPERATION } from '../../src/domain/model.js';
+import { LEDGER_CODE_BY_ACCOUNT_TYPE, LEDGER_CODE_BY_OPERATION, LEDGER_CODE_REFUND } from '../../src/domain/model.js';
 
 // Stored ledger data carries these numbers: a transfer's code says which operation moved it, an
 // account's code is compared when the account is created again. Changing one breaks that data.
@@ -18,6 +18,12 @@ describe('ledger codes', () => {
       INVOICE_PAYMENT: 10,
       NFC_CHARGE: 11,
     });
+  });
+
+  it('of refunds is the next number after the operation types, in their family (docs/rules.md R57)', () => {
+    expect(LEDGER_CODE_REFUND).toBe(12);
+    const transferCodes = [...Object.values(LEDGER_CODE_BY_OPERATION), LEDGER_CODE_REFUND];
+    expect(new Set(transferCodes).size).toBe(transferCodes.length);
   });
 
   it('of account types are the numbers stored so far', () => {

@@ -559,6 +559,41 @@ export interface paths {
         readonly patch?: never;
         readonly trace?: never;
     };
+    readonly "/intents/{id}/refunds": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        /** The refunds of an intent of the calling service, oldest first */
+        readonly get: operations["listRefunds"];
+        readonly put?: never;
+        /** Refund a settled intent, in part or in full (201), or replay a refund by its idempotency key (200) */
+        readonly post: operations["createRefund"];
+        readonly delete?: never;
+        readonly options?: never;
+        readonly head?: never;
+        readonly patch?: never;
+        readonly trace?: never;
+    };
+    readonly "/refunds/{refundId}": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        /** Read a refund of the calling service */
+        readonly get: operations["getRefund"];
+        readonly put?: never;
+        readonly post?: never;
+        readonly delete?: never;
+        readonly options?: never;
+        readonly head?: never;
+        readonly patch?: never;
+        readonly trace?: never;
+    };
     readonly "/admin/fee-rules/dry-run": {
         readonly parameters: {
             readonly query?: never;
@@ -796,7 +831,7 @@ export interface components {
              * @description machine-readable code; clients decide on this alone
              * @enum {unknown}
              */
-            readonly error: "BAD_REQUEST" | "NO_ROUTE" | "CANCEL_NOT_SUPPORTED" | "PAYER_ACCOUNT_USER_MISMATCH" | "UNAUTHORIZED" | "FORBIDDEN" | "UNAUTHORIZED_ACTOR" | "NOT_FOUND" | "INTENT_NOT_FOUND" | "PAYER_ACCOUNT_NOT_FOUND" | "PENDING_EXPIRED" | "CONFLICT" | "TRANSACTION_IN_PROGRESS" | "ALREADY_PROCESSED" | "EXPIRED" | "VERSION_MISMATCH" | "CANNOT_CANCEL" | "CURSOR_EXPIRED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "VALIDATION_ERROR" | "ACCOUNT_NOT_FOUND" | "INSUFFICIENT_FUNDS" | "LIMIT_EXCEEDED" | "PSPX_NOT_REGISTERED" | "PSPX_METADATA_INVALID" | "EVAL_ERROR" | "WRONG_STATUS" | "RATE_LIMITED" | "LEDGER_TRANSFER_ERROR" | "INTERNAL_ERROR" | "PSPX_STATEMENT_INVALID" | "SERVICE_UNAVAILABLE" | "PSPX_UNAVAILABLE";
+            readonly error: "BAD_REQUEST" | "NO_ROUTE" | "CANCEL_NOT_SUPPORTED" | "PAYER_ACCOUNT_USER_MISMATCH" | "UNAUTHORIZED" | "FORBIDDEN" | "UNAUTHORIZED_ACTOR" | "NOT_FOUND" | "INTENT_NOT_FOUND" | "PAYER_ACCOUNT_NOT_FOUND" | "PENDING_EXPIRED" | "CONFLICT" | "TRANSACTION_IN_PROGRESS" | "ALREADY_PROCESSED" | "EXPIRED" | "VERSION_MISMATCH" | "CANNOT_CANCEL" | "REFUND_EXCEEDS_REMAINING" | "CURSOR_EXPIRED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "VALIDATION_ERROR" | "ACCOUNT_NOT_FOUND" | "INSUFFICIENT_FUNDS" | "LIMIT_EXCEEDED" | "PSPX_NOT_REGISTERED" | "PSPX_METADATA_INVALID" | "EVAL_ERROR" | "WRONG_STATUS" | "NOT_REFUNDABLE" | "RATE_LIMITED" | "LEDGER_TRANSFER_ERROR" | "INTERNAL_ERROR" | "PSPX_STATEMENT_INVALID" | "SERVICE_UNAVAILABLE" | "PSPX_UNAVAILABLE";
             readonly message?: string;
             readonly detail?: {
                 readonly [key: string]: string;
@@ -884,6 +919,7 @@ export interface components {
              * @description ISO 8601 UTC
              */
             readonly updatedAt: string;
+            readonly refundedAmount?: components["schemas"]["Money"];
         };
         readonly IntentEvent: {
             readonly id: number;
@@ -965,6 +1001,49 @@ export interface components {
              * @description ISO 8601 UTC
              */
             readonly createdAt: string;
+        };
+        readonly RefundCreateRequest: {
+            /** @description UUID version 4 */
+            readonly idempotencyKey: string;
+            /** @description satang; default: all that remains refundable */
+            readonly amount?: number;
+            readonly reason: string;
+            /** @description default false: also return the original's fees, in proportion */
+            readonly refundFees?: boolean;
+            /** @description default {} */
+            readonly metadata?: {
+                readonly [key: string]: unknown;
+            };
+        };
+        readonly Refund: {
+            /** Format: uuid */
+            readonly refundId: string;
+            /** Format: uuid */
+            readonly intentId: string;
+            readonly amount: components["schemas"]["Money"];
+            readonly feeAmount: components["schemas"]["Money"];
+            readonly currency: string;
+            /** @enum {unknown} */
+            readonly status: "SETTLED" | "FAILED";
+            readonly reason: string;
+            readonly failureReason: string | null;
+            readonly requestedByUserId: number;
+            readonly metadata: {
+                readonly [key: string]: unknown;
+            };
+            /**
+             * Format: date-time
+             * @description ISO 8601 UTC
+             */
+            readonly createdAt: string;
+            /**
+             * Format: date-time
+             * @description ISO 8601 UTC
+             */
+            readonly updatedAt: string;
+        };
+        readonly Refunds: {
+            readonly refunds: readonly components["schemas"]["Refund"][];
         };
         readonly AccountCreateRequest: {
             readonly userId: number;
@@ -1266,7 +1345,7 @@ export interface components {
                  * @description the name of the invariant that does not hold
                  * @enum {unknown}
                  */
-                readonly check: "ledger_balanced" | "ledger_pending_matches_transfers" | "ledger_guarded_limits" | "balance_history_replays" | "account_map" | "transit_balanced" | "guarded_account_negative" | "settled_postings" | "in_flight_reservation" | "unsettled_no_money" | "audit_trail" | "audit_trail_status" | "pending_outlived_timeout" | "audit_incomplete";
+                readonly check: "ledger_balanced" | "ledger_pending_matches_transfers" | "ledger_guarded_limits" | "balance_history_replays" | "account_map" | "transit_balanced" | "guarded_account_negative" | "settled_postings" | "in_flight_reservation" | "unsettled_no_money" | "audit_trail" | "audit_trail_status" | "pending_outlived_timeout" | "audit_incomplete" | "refund_within_original" | "refund_transfer_named" | "refund_postings";
                 readonly detail: string;
                 /** Format: uuid */
                 readonly intentId?: string;
@@ -1518,6 +1597,7 @@ export interface components {
             readonly allowedOperationTypes: readonly string[];
             readonly merchantId?: number;
             readonly forceResolve?: boolean;
+            readonly refunds?: boolean;
             readonly admin?: boolean;
             readonly allowToLedgerAccountId?: boolean;
             readonly fromAccountOverride?: {
@@ -7673,6 +7753,426 @@ export interface operations {
             };
         };
     };
+    readonly listRefunds: {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path: {
+                readonly id: string;
+            };
+            readonly cookie?: never;
+        };
+        readonly requestBody?: never;
+        readonly responses: {
+            /** @description OK */
+            readonly 200: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Refunds"];
+                };
+            };
+            /** @description Bad Request */
+            readonly 400: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "BAD_REQUEST";
+                    };
+                };
+            };
+            /** @description Unauthorized */
+            readonly 401: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Forbidden */
+            readonly 403: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "FORBIDDEN";
+                    };
+                };
+            };
+            /** @description Not Found */
+            readonly 404: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "NOT_FOUND";
+                    };
+                };
+            };
+            /** @description Unprocessable Entity */
+            readonly 422: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Too Many Requests */
+            readonly 429: {
+                headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal Server Error */
+            readonly 500: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service Unavailable */
+            readonly 503: {
+                headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    readonly createRefund: {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header: {
+                /** @description The platform user acting (0: the admin bypass). An HTTP Message Signature must cover it. */
+                readonly "X-User-Id": string;
+                /** @description RFC 9530 `sha-256=:base64:` of the raw body; required with an HTTP Message Signature when there is a body. */
+                readonly "Content-Digest"?: string;
+            };
+            readonly path: {
+                readonly id: string;
+            };
+            readonly cookie?: never;
+        };
+        readonly requestBody: {
+            readonly content: {
+                readonly "application/json": components["schemas"]["RefundCreateRequest"];
+            };
+        };
+        readonly responses: {
+            /** @description OK */
+            readonly 200: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Refund"];
+                };
+            };
+            /** @description Created */
+            readonly 201: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Refund"];
+                };
+            };
+            /** @description Bad Request */
+            readonly 400: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "BAD_REQUEST";
+                    };
+                };
+            };
+            /** @description Unauthorized */
+            readonly 401: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Forbidden */
+            readonly 403: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "FORBIDDEN";
+                    };
+                };
+            };
+            /** @description Not Found */
+            readonly 404: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "NOT_FOUND";
+                    };
+                };
+            };
+            /** @description Conflict */
+            readonly 409: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "CONFLICT" | "REFUND_EXCEEDS_REMAINING";
+                    };
+                };
+            };
+            /** @description Payload Too Large */
+            readonly 413: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description Unsupported Media Type */
+            readonly 415: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "UNSUPPORTED_MEDIA_TYPE";
+                    };
+                };
+            };
+            /** @description Unprocessable Entity */
+            readonly 422: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "VALIDATION_ERROR" | "NOT_REFUNDABLE" | "INSUFFICIENT_FUNDS";
+                    };
+                };
+            };
+            /** @description Too Many Requests */
+            readonly 429: {
+                headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal Server Error */
+            readonly 500: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "INTERNAL_ERROR" | "LEDGER_TRANSFER_ERROR";
+                    };
+                };
+            };
+            /** @description Service Unavailable */
+            readonly 503: {
+                headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    readonly getRefund: {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path: {
+                readonly refundId: string;
+            };
+            readonly cookie?: never;
+        };
+        readonly requestBody?: never;
+        readonly responses: {
+            /** @description OK */
+            readonly 200: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Refund"];
+                };
+            };
+            /** @description Bad Request */
+            readonly 400: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "BAD_REQUEST";
+                    };
+                };
+            };
+            /** @description Unauthorized */
+            readonly 401: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Forbidden */
+            readonly 403: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "FORBIDDEN";
+                    };
+                };
+            };
+            /** @description Not Found */
+            readonly 404: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "NOT_FOUND";
+                    };
+                };
+            };
+            /** @description Unprocessable Entity */
+            readonly 422: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Too Many Requests */
+            readonly 429: {
+                headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal Server Error */
+            readonly 500: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service Unavailable */
+            readonly 503: {
+                headers: {
+                    /** @description Whole seconds to wait before sending the request again */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
     readonly dryRunFeeExpression: {
         readonly parameters: {
             readonly query?: never;
@@ -8248,6 +8748,10 @@ export interface operations {
                         readonly events: readonly {
                             /** @description opaque; `after` of a later call resumes right behind this event */
                             readonly cursor: string;
+                            /** @description intent: a status change of the intent; refund: a refund of it (statusFrom null, statusTo the refund's status) */
+                            readonly type: "intent" | "refund";
+                            /** Format: uuid */
+                            readonly refundId?: string;
                             /** Format: uuid */
                             readonly intentId: string;
                             readonly operationType: string;

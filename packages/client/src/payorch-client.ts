@@ -37,6 +37,9 @@ import type {
   PolicyEvaluationRequest,
   Quote,
   QuoteRequest,
+  Refund,
+  RefundCreateRequest,
+  Refunds,
   Statement,
   StatementFileFormat,
   StatementQuery,
@@ -113,6 +116,14 @@ export interface PayorchClient {
     /** X-User-Id defaults to payerUserId. `ifMatch`: the intent version the caller saw (409 VERSION_MISMATCH otherwise). */
     confirm(intentId: string, body: ConfirmRequest, options?: Partial<UserOptions> & { readonly ifMatch?: number }): Promise<ConfirmResult>;
     cancel(intentId: string, body: CancelRequest, options: UserOptions): Promise<CancelResult>;
+  };
+  /** Refunds of settled intents (docs/rules.md R57). */
+  refunds: {
+    /** X-User-Id: who asks for the refund. A FAILED refund answers 422 INSUFFICIENT_FUNDS, naming its refundId. */
+    create(intentId: string, body: RefundCreateRequest, options: UserOptions): Promise<Refund>;
+    /** The refunds of an intent, oldest first. */
+    list(intentId: string): Promise<Refunds>;
+    get(refundId: string): Promise<Refund>;
   };
   policies: {
     evaluate(body: PolicyEvaluationRequest): Promise<PolicyDecision>;
@@ -225,6 +236,19 @@ export function createPayorchClient(options: PayorchClientOptions): PayorchClien
       // cancel that succeeded, so a 5xx reaches the caller, who reads the intent before acting again.
       cancel: (intentId, body, user) =>
         call({ method: 'POST', path: `/intents/${segment(intentId)}/cancel`, json: body, userId: user.userId, retry: false }),
+    },
+    refunds: {
+      // The key makes a retry a replay (200, the stored refund), never a second refund.
+      create: (intentId, body, user) =>
+        call({
+          method: 'POST',
+          path: `/intents/${segment(intentId)}/refunds`,
+          json: { ...body, idempotencyKey: body.idempotencyKey ?? crypto.randomUUID() },
+          userId: user.userId,
+          retry: true,
+        }),
+      list: (intentId) => call({ method: 'GET', path: `/intents/${segment(intentId)}/refunds`, retry: true }),
+      get: (refundId) => call({ method: 'GET', path: `/refunds/${segment(refundId)}`, retry: true }),
     },
     policies: {
       evaluate: (body) => call({ method: 'POST', path: '/policies/evaluate', json: body, retry: true }),

@@ -48,6 +48,11 @@ export type ConfirmResult = Schemas['ConfirmResult'];
 export type CancelRequest = Schemas['CancelRequest'];
 export type CancelResult = Schemas['CancelResult'];
 
+/** POST /intents/{id}/refunds (docs/rules.md R57); `idempotencyKey` may be left out: the client then makes one. */
+export type RefundCreateRequest = Readonly<Omit<Schemas['RefundCreateRequest'], 'idempotencyKey'> & { idempotencyKey?: string }>;
+export type Refund = Schemas['Refund'];
+export type Refunds = Schemas['Refunds'];
+
 /**
  * One event of GET /intents/{id}/stream. A server-sent event's data, which an OpenAPI document
  * cannot describe (its response is text/event-stream): the one shape written here.

@@ -84,6 +84,9 @@ export const AUDIT_CHECKS = [
   'audit_trail_status',
   'pending_outlived_timeout',
   'audit_incomplete',
+  'refund_within_original',
+  'refund_transfer_named',
+  'refund_postings',
 ] as const;
 export type AuditCheck = (typeof AUDIT_CHECKS)[number];
 
@@ -109,6 +112,8 @@ export const ERROR_STATUS = {
   EXPIRED: 409,
   VERSION_MISMATCH: 409,
   CANNOT_CANCEL: 409,
+  /** A refund that would return more than its original still has to refund (docs/rules.md R57). */
+  REFUND_EXCEEDS_REMAINING: 409,
   /** A feed cursor older than the event retention: the events after it were pruned (docs/EVENTS.md). */
   CURSOR_EXPIRED: 410,
   PAYLOAD_TOO_LARGE: 413,
@@ -121,6 +126,8 @@ export const ERROR_STATUS = {
   PSPX_METADATA_INVALID: 422,
   EVAL_ERROR: 422,
   WRONG_STATUS: 422,
+  /** An intent that cannot be refunded: not SETTLED, or an account outside this ledger (docs/rules.md R57). */
+  NOT_REFUNDABLE: 422,
   RATE_LIMITED: 429,
   LEDGER_TRANSFER_ERROR: 500,
   INTERNAL_ERROR: 500,

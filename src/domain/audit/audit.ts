@@ -5,6 +5,7 @@ import { ALLOWED_TRANSITIONS, PSP_INITIAL_SUB_STATE, PSP_TRANSITIONS } from '../
 import { CHANNELS, INTENT_STATUSES, type IntentStatus, UNOWNED_ACCOUNT_TYPES } from '../model.js';
 import { CHANNEL_BEHAVIOUR } from '../channels/channels.js';
 import { recordAuditRun } from './last-run.js';
+import { checkRefunds } from '../refunds/refund-audit.js';
 
 /**
  * The invariant audit: what must hold between the ledger and the service's own records at any
@@ -71,6 +72,7 @@ export async function auditInvariants(sql: Sql, options: AuditOptions = {}): Pro
     checkIntentMoney,
     checkAuditTrails,
     checkOverduePending,
+    (executor) => checkRefunds(executor, VIOLATIONS_PER_CHECK_MAX),
   ];
   const checkedAt = new Date().toISOString();
   const violations: AuditViolation[] = [];

@@ -28,6 +28,8 @@ export const Permissions = Type.Object(
     allowedOperationTypes: Type.Array(Type.String({ maxLength: 50 })),
     merchantId: Type.Optional(Type.Integer({ minimum: 1 })),
     forceResolve: Type.Optional(Type.Boolean()),
+    /** May refund its service's settled intents (docs/rules.md R57). */
+    refunds: Type.Optional(Type.Boolean()),
     admin: Type.Optional(Type.Boolean()),
     allowToLedgerAccountId: Type.Optional(Type.Boolean()),
     fromAccountOverride: Type.Optional(AccountOverride),

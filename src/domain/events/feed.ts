@@ -19,6 +19,8 @@ export interface FeedEvent {
   readonly cursor: string;
   readonly serviceId: string;
   readonly intentId: string;
+  /** A refund of the intent (docs/rules.md R57) rather than a status change of it; null: a status change. */
+  readonly refundId: string | null;
   readonly operationType: OperationType;
   /** null for the creation. */
   readonly statusFrom: IntentStatus | null;
@@ -31,6 +33,10 @@ export interface FeedEvent {
 /** An event as every reader outside gets it (docs/rules.md R54): GET /events, the event bus, webhooks. */
 export const FeedEventView = Type.Object({
   cursor: Type.String({ description: 'opaque; `after` of a later call resumes right behind this event' }),
+  type: Type.Union([Type.Literal('intent'), Type.Literal('refund')], {
+    description: "intent: a status change of the intent; refund: a refund of it (statusFrom null, statusTo the refund's status)",
+  }),
+  refundId: Type.Optional(Uuid),
   intentId: Uuid,
   operationType: Type.String(),
   statusFrom: Type.Union([Type.String(), Type.Null()], { description: 'null for the creation' }),
@@ -43,6 +49,8 @@ export const FeedEventView = Type.Object({
 export function feedEventView(event: FeedEvent): Static<typeof FeedEventView> {
   return {
     cursor: event.cursor,
+    type: event.refundId === null ? ('intent' as const) : ('refund' as const),
+    ...(event.refundId === null ? {} : { refundId: event.refundId }),
     intentId: event.intentId,
     operationType: event.operationType,
     statusFrom: event.statusFrom,
@@ -81,7 +89,7 @@ export interface FeedQuery {
 /** The oldest transaction id still running in this statement's snapshot (docs/EVENTS.md). */
 export const FEED_HORIZON_SQL = 'pg_snapshot_xmin(pg_current_snapshot())::text::bigint';
 
-const FEED_COLUMNS = `xact, seq, service_id, intent_id, operation_type, status_from, status_to, amount, currency, occurred_at`;
+const FEED_COLUMNS = `xact, seq, service_id, intent_id, refund_id, operation_type, status_from, status_to, amount, currency, occurred_at`;
 // Two texts rather than one with `$4 IS NULL OR service_id = $4`: a generic plan of that would not use the service's index.
 const AFTER_AND_BELOW = `(xact, seq) > ($1, $2) AND xact < h.horizon ORDER BY xact, seq LIMIT $3`;
 const SERVICE_PAGE_SQL = `SELECT ${FEED_COLUMNS} FROM event_feed WHERE service_id = $4 AND ${AFTER_AND_BELOW}`;
@@ -95,6 +103,7 @@ interface FeedRow {
   seq: bigint | null;
   service_id: string;
   intent_id: string;
+  refund_id: string | null;
   operation_type: OperationType;
   status_from: IntentStatus | null;
   status_to: IntentStatus;
@@ -207,6 +216,7 @@ function toFeedEvent(row: FeedRow): FeedEvent {
     cursor: encodeFeedCursor(position),
     serviceId: row.service_id,
     intentId: row.intent_id,
+    refundId: row.refund_id,
     operationType: row.operation_type,
     statusFrom: row.status_from,
     statusTo: row.status_to,
@@ -217,7 +227,8 @@ function toFeedEvent(row: FeedRow): FeedEvent {
 }
 
 /**
- * One intent's events after `after` (null: all of them kept), in order; for a live stream that
+ * One intent's status changes after `after` (null: all of them kept), in order, its refunds' events
+ * left out (they are no change of its status); for a live stream that
  * resumes from a cursor. Scoped to the service, so a cursor names nothing of another tenant's.
  * No horizon: one intent's committed rows are always a prefix of its changes in feed order (a
  * change waits for the previous one's commit and is placed after it, docs/EVENTS.md), so a
@@ -229,7 +240,7 @@ export async function readIntentFeed(
 ): Promise<FeedEvent[]> {
   const after = query.after ?? FEED_START;
   const { rows } = await sql.query<FeedRow>(
-    `SELECT ${FEED_COLUMNS} FROM event_feed WHERE intent_id = $1 AND service_id = $2 AND (xact, seq) > ($3, $4) ORDER BY xact, seq LIMIT $5`,
+    `SELECT ${FEED_COLUMNS} FROM event_feed WHERE intent_id = $1 AND service_id = $2 AND refund_id IS NULL AND (xact, seq) > ($3, $4) ORDER BY xact, seq LIMIT $5`,
     [query.intentId, query.serviceId, after.xact.toString(), after.seq.toString(), INTENT_EVENTS_MAX],
   );
   return rows.map(toFeedEvent);

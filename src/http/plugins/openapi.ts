@@ -18,6 +18,7 @@ const DESCRIPTION =
 const TAGS = [
   { name: 'intents', description: 'Payment intents of the calling service' },
   { name: 'invoices', description: 'Two-phase merchant invoices: confirm and cancel' },
+  { name: 'refunds', description: 'Money put back along a settled intent, never more than it credited' },
   { name: 'accounts', description: 'Ledger accounts, balances, history and PSPX wallets' },
   { name: 'policies', description: 'Step-up decisions' },
   { name: 'events', description: "The calling service's status changes as a durable feed" },

@@ -5,6 +5,7 @@ import { CHANNEL_BEHAVIOUR } from '../../domain/channels/channels.js';
 import { type IntentDeps, createIntent } from '../../domain/intents/create/create-intent.js';
 import { IntentBody, intentRequest, QuoteBody, withBodyDefaults } from '../../domain/intents/create/intent-request.js';
 import { findOwnIntent, type Intent, listEvents } from '../../domain/intents/store/intent-store.js';
+import { refundedAmountOf } from '../../domain/refunds/refund-store.js';
 import { calculateFees } from '../../domain/intents/create/fee-calculation.js';
 import { callerKey, requireUserId } from '../plugins/auth.js';
 import { addRequestLogFields } from '../log-options.js';
@@ -138,7 +139,10 @@ export function intentRoutes(app: App, deps: IntentDeps) {
         response: responses({ 200: IntentView }, ['NOT_FOUND']),
       },
     },
-    async (request) => intentView(await findOwnIntent(deps.db, request.caller.serviceId, request.params.id)),
+    async (request) => {
+      const intent = await findOwnIntent(deps.db, request.caller.serviceId, request.params.id);
+      return { ...intentView(intent), refundedAmount: (await refundedAmountOf(deps.db, intent.id)).toString() };
+    },
   );
 
   app.get(

@@ -100,6 +100,14 @@ function observeIntentOutcome(metrics: Metrics, request: FastifyRequest, reply: 
         metrics.intentFinished('INVOICE_PAYMENT', channel, answer.status);
       }
       return;
+    case '/intents/:id/refunds': {
+      // docs/rules.md R57: a stored refund by its status (a FAILED one answers its refusal with its
+      // refundId), a refused one by its error code, a replay (200) not again.
+      const stored = reply.statusCode === 201 ? 'SETTLED' : 'refundId' in answer ? 'FAILED' : null;
+      if (stored !== null) metrics.refundOutcome(stored);
+      else if (reply.statusCode >= 400 && typeof answer.error === 'string') metrics.refundOutcome(answer.error);
+      return;
+    }
     case '/intents/:id/cancel':
       if (reply.statusCode === 200 && channel !== null) metrics.intentFinished('INVOICE_PAYMENT', channel, 'CANCELED');
       return;

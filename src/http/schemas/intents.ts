@@ -34,6 +34,8 @@ export const IntentView = Type.Object({
   version: Type.Integer(),
   createdAt: Timestamp,
   updatedAt: Timestamp,
+  /** docs/rules.md R57: on GET /intents/{id}, the sum of the intent's SETTLED refunds. */
+  refundedAmount: Type.Optional(Money),
 });
 
 /** The trail records the PSP worker's steps too, so an event's status is an intent status or a PSP sub-state. */

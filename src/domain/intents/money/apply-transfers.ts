@@ -11,7 +11,7 @@ export type MoneyOutcome =
   | { readonly kind: 'reservation_refused'; readonly failure: CreateTransferResult }
   | { readonly kind: 'settlement_refused'; readonly results: readonly CreateTransferError[]; readonly reason: string };
 
-const SETTLEMENT_REFUSAL = 'ledger_transfer_error: ';
+export const SETTLEMENT_REFUSAL = 'ledger_transfer_error: ';
 
 /**
  * The ledger's statuses of a refused settlement, read back from the intent's stored

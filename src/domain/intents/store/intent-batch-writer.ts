@@ -54,7 +54,7 @@ export function closeNewIntents(tx: Tx, closing: readonly NewIntentClosing[]): v
      INSERT INTO transactions (intent_id, account_name, user_id, operation_type, direction, amount, fee_amount, currency)
      SELECT x.id, h.account_name, h.user_id, x.operation_type, h.direction, h.amount, h.fee_amount, x.currency
        FROM items x, jsonb_to_recordset(x.history) AS h (account_name text, user_id bigint, direction text, amount bigint, fee_amount bigint)
-     ON CONFLICT (intent_id, account_name, direction) DO NOTHING`,
+     ON CONFLICT (intent_id, account_name, direction) WHERE refund_id IS NULL DO NOTHING`,
     [JSON.stringify(items)],
   );
   const dropped = closing.filter((c) => c.action === 'drop').map((c) => c.intent.id);
@@ -146,7 +146,7 @@ export async function redeemInvoices(tx: Sql, redemptions: readonly InvoiceRedem
        INSERT INTO transactions (intent_id, account_name, user_id, operation_type, direction, amount, fee_amount, currency)
        SELECT x.invoice_id, h.account_name, h.user_id, x.operation_type, h.direction, h.amount, h.fee_amount, x.currency
          FROM x, jsonb_to_recordset(x.history) AS h (account_name text, user_id bigint, direction text, amount bigint, fee_amount bigint)
-       ON CONFLICT (intent_id, account_name, direction) DO NOTHING
+       ON CONFLICT (intent_id, account_name, direction) WHERE refund_id IS NULL DO NOTHING
      )
      SELECT ${INTENT_SELECT} FROM finished`,
     [JSON.stringify(items)],

@@ -239,7 +239,7 @@ export async function insertHistory(
     `INSERT INTO transactions (intent_id, account_name, user_id, operation_type, direction, amount, fee_amount, currency)
      SELECT $1, h.account_name, h.user_id, $2, h.direction, h.amount, h.fee_amount, $3
        FROM unnest($4::text[], $5::bigint[], $6::text[], $7::bigint[], $8::bigint[]) AS h (account_name, user_id, direction, amount, fee_amount)
-     ON CONFLICT (intent_id, account_name, direction) DO NOTHING`,
+     ON CONFLICT (intent_id, account_name, direction) WHERE refund_id IS NULL DO NOTHING`,
     [
       intent.id,
       intent.operationType,
