@@ -1,7 +1,7 @@
 // npm run bench [-- --soak-s 600 --phase-s 20 --skip-pglite --profile --only p2p,floors --help]
 //
 // --only runs some sections (p2p, latency, invoice, invoice-rates, floors, floor-batch, hot-payee,
-// cpu, replays, refusals, policies, stored, soak, pglite, pglite-refusals, pglite-replays; docs/PERFORMANCE.md,
+// cpu, replays, refusals, policies, stored, soak, pglite, pglite-refusals, pglite-replays, statements; docs/PERFORMANCE.md,
 // Reproducing the figures) for a
 // quick A/B of one change; it writes bench/results/partial-<time>.json and leaves latest.json and
 // the chart to full runs.
@@ -24,6 +24,7 @@ import { SqlLedger } from '../dist/ledger/sql-ledger.js';
 import { writeChart } from './chart.js';
 import { rssGrowth } from './rss-growth.js';
 import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
+import { statementsSection } from './statements.js';
 
 /** @typedef {import('../dist/adapters/database.js').Database} Database */
 /** @typedef {import('./load.js').LoadOptions} LoadOptions */
@@ -56,6 +57,7 @@ import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
  * @property {number} [storedIntentsBefore]
  * @property {StoredPair[]} [storedAgainstEmpty] P2P at the saturated level, 200,000+ intents stored against none, alternated
  * @property {SoakResult} [soak]
+ * @property {Awaited<ReturnType<typeof statementsSection>>} [statements] history on / off, balance at a time, a streamed csv statement
  */
 /**
  * @typedef {LoadResult & { walPerIntent: { bytes: number | null, fullPageImages: number | null } }} CheckpointedLoad
@@ -207,6 +209,7 @@ const SECTIONS = [
   'pglite',
   'pglite-refusals',
   'pglite-replays',
+  'statements',
 ];
 const only = args.only === undefined ? null : new Set(String(args.only).split(','));
 if (only !== null)
@@ -639,6 +642,24 @@ async function main() {
       best = { concurrency: fastest.concurrency ?? best.concurrency };
       pgr.p2pSaturatedPerS = fastest.throughputPerS;
       log('P2P saturated', fastest.throughputPerS, '/s at', fastest.concurrency, 'in flight');
+    }
+
+    if (runs('statements')) {
+      log('statements: history on / off, balance at a time, a 1,000,000-line csv statement');
+      const p2p = (/** @type {string} */ url, /** @type {number} */ concurrency) =>
+        runJson('load.js', { ...base, url, kind: 'p2p', mode: 'closed', concurrency });
+      pgr.statements = await statementsSection({
+        databaseUrl,
+        configFile,
+        server,
+        db,
+        ledger,
+        base,
+        concurrency: best.concurrency,
+        startPayorch,
+        p2p,
+        log,
+      });
     }
 
     if (runs('latency')) {

@@ -45,7 +45,8 @@ export async function seedWallets(db, ledger, { prefix, type, first, count, bala
     for (const batch of chunks(ledgerIds, createBatchSizeMax)) {
       const failures = await ledger.createAccounts(
         tx,
-        batch.map((id) => ({ id, ledger: LEDGER_THB, code, flags: AccountFlags.debitsMustNotExceedCredits })),
+        // Every seeded wallet has an owner, so it keeps its balance history as the service's own would (docs/rules.md R58).
+        batch.map((id) => ({ id, ledger: LEDGER_THB, code, flags: AccountFlags.debitsMustNotExceedCredits | AccountFlags.history })),
       );
       const refused = failures.find((f) => f.result !== 'exists');
       if (refused !== undefined) throw new Error(`seed accounts: ${refused.result}`);

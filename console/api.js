@@ -13,6 +13,7 @@ const TOKEN_KEY = 'payorch.adminToken';
 /** @typedef {import('@payorch/client').ResolveResult} ResolveAnswer */
 /** @typedef {import('typebox').Static<typeof import('../dist/http/schemas/shared.js').HistoryEntry>} HistoryEntry */
 /** @typedef {{ accountName: string, accountType: string, userId: number | null, currency: string, balance: string, transactions: HistoryEntry[] }} AdminAccount */
+/** @typedef {import('@payorch/client').Statement} AccountStatement */
 /** @typedef {import('@payorch/client').AuditViolation} AuditViolation */
 /** @typedef {import('@payorch/client').AuditResult} AuditAnswer */
 /** @typedef {import('@payorch/client').DeadWebhook} DeadWebhook */
@@ -65,6 +66,19 @@ export async function api(path, { method = 'GET', body, token = readToken() } = 
   });
   const data = await response.json().catch(() => null);
   if (response.ok) return data;
+  if (response.status === 401) onUnauthorized();
+  throw new ApiError(response.status, data?.error ?? 'HTTP_ERROR', data?.message ?? response.statusText);
+}
+
+/**
+ * A file the admin API answers (a statement as csv or camt.053), as a Blob for a download.
+ * @param {string} path
+ * @returns {Promise<Blob>}
+ */
+export async function apiFile(path) {
+  const response = await fetch(path, { headers: { authorization: `Bearer ${readToken() ?? ''}` }, cache: 'no-store' });
+  if (response.ok) return response.blob();
+  const data = await response.json().catch(() => null);
   if (response.status === 401) onUnauthorized();
   throw new ApiError(response.status, data?.error ?? 'HTTP_ERROR', data?.message ?? response.statusText);
 }

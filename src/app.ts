@@ -18,6 +18,7 @@ import { registerOpenApi } from './http/plugins/openapi.js';
 import { Throttle } from './http/plugins/throttle.js';
 import { createTokenBuckets } from './adapters/token-buckets.js';
 import { accountRoutes } from './http/routes/accounts.js';
+import { statementRoutes } from './http/routes/statements.js';
 import { adminRoutes } from './http/routes/admin/index.js';
 import { adminAuditRoutes } from './http/routes/admin/audit.js';
 import type { ReloadSecrets } from './http/routes/admin/system.js';
@@ -123,6 +124,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // A workers process answers its probes and its metrics, nothing a client could call.
   if (!servesApi) return app;
   accountRoutes(app, { db: deps.db, ledger: deps.ledger });
+  statementRoutes(app, { db: deps.db });
   policyRoutes(app, { db: deps.db });
   await adminRoutes(app, { db: deps.db, feeEngine: deps.fees, reloadSecrets: deps.reloadSecrets, production: deps.config.production });
   const ledger = timedLedger(deps.ledger, metrics);

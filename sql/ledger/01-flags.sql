@@ -79,3 +79,8 @@ LANGUAGE sql IMMUTABLE AS $$ SELECT p_account_flags & 2 $$;
 
 CREATE OR REPLACE FUNCTION ledger_credit_guard(p_account_flags integer) RETURNS integer
 LANGUAGE sql IMMUTABLE AS $$ SELECT p_account_flags & 4 $$;
+
+-- AccountFlags.history: the account keeps the balance after each posting (13-history.sql). Set on
+-- guarded accounts only, whose one balance row, locked for the whole batch, orders their postings.
+CREATE OR REPLACE FUNCTION ledger_keeps_history(p_flags integer) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$ SELECT p_flags & 8 <> 0 $$;

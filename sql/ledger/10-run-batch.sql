@@ -38,7 +38,8 @@ END $$;
 -- Applies the events of a batch from p_from (the start of a chain or a single event) through the
 -- chain or event that holds p_to, in order, at p_now: the failures only, as [{index, result}] with
 -- the batch's indexes, and the ids it applied. Neither locks nor rolls up: its callers do both once
--- per batch.
+-- per batch. The balance history of what it applied is written before it returns, so that it
+-- precedes whatever the caller writes next (13-history.sql).
 CREATE OR REPLACE FUNCTION ledger_run_events(p_kind text, p_batch jsonb, p_from integer, p_to integer,
                                              p_now timestamptz, OUT results jsonb, OUT applied uuid[])
 LANGUAGE plpgsql AS $$
@@ -48,6 +49,7 @@ DECLARE
   v_start integer := p_from;
   v_end integer;
   v_reason text;
+  v_last integer := p_from - 1;
 BEGIN
   results := '[]';
   applied := '{}';
@@ -74,8 +76,12 @@ BEGIN
       results := results || v_chain_results;
       applied := applied || v_chain_applied;
     END IF;
+    v_last := v_end;
     v_start := v_end + 1;
   END LOOP;
+  IF p_kind = 'transfer' AND cardinality(applied) > 0 THEN
+    PERFORM ledger_record_applied_history(p_batch, p_from, v_last, applied);
+  END IF;
 END $$;
 
 -- Applies a batch of events in order; returns the failures only, as [{index, result}]. The

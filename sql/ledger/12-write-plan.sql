@@ -4,7 +4,10 @@
 -- again, as ledger_apply_new does, rather than rolled back with a sub-transaction, which would cost
 -- an XID per batch and turn every balance row locked by the batch and updated inside it into a
 -- multixact.
-CREATE OR REPLACE FUNCTION ledger_write_plan(p_plan ledger_planned_transfer[], p_now timestamptz) RETURNS boolean
+-- p_events: the batch the plan indexes, for the balance history's user data (13-history.sql).
+-- (Dropped first: the version before took no p_events.)
+DROP FUNCTION IF EXISTS ledger_write_plan(ledger_planned_transfer[], timestamptz);
+CREATE OR REPLACE FUNCTION ledger_write_plan(p_plan ledger_planned_transfer[], p_events jsonb, p_now timestamptz) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE
   v_inserted uuid[];
@@ -43,6 +46,7 @@ BEGIN
   END IF;
 
   PERFORM ledger_add_movements(p_plan, false);
+  PERFORM ledger_record_history(p_plan, p_events);
   RETURN true;
 END $$;
 
@@ -97,7 +101,7 @@ BEGIN
     SELECT p.plan, p.refused_at, p.decided INTO v_plan, v_refused_at, v_decided
       FROM ledger_plan_until_refusal(v_rest, v_now) AS p;
     IF v_refused_at IS NULL THEN
-      IF ledger_write_plan(v_plan, v_now) THEN
+      IF ledger_write_plan(v_plan, v_rest, v_now) THEN
         v_results := v_results || ledger_decided_below(v_decided, v_from, v_count);
         EXIT;
       END IF;
@@ -109,7 +113,7 @@ BEGIN
         v_start := v_start - 1;
       END LOOP;
       v_end := ledger_chain_end(p_batch, v_start);
-      IF v_start > v_from AND NOT ledger_write_plan(ledger_plan_prefix(v_plan, v_start - v_from), v_now) THEN
+      IF v_start > v_from AND NOT ledger_write_plan(ledger_plan_prefix(v_plan, v_start - v_from), v_rest, v_now) THEN
         v_start := v_from;
         v_end := v_count - 1;
       ELSIF v_end < v_count - 1 AND v_replans >= ledger_replans_max() THEN

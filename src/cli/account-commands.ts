@@ -106,6 +106,68 @@ async function history(args: string[], io: CliIo): Promise<ExitCode> {
   });
 }
 
+const STATEMENT_USAGE = 'accounts statement NAME --from ISO8601 --to ISO8601 [--format json|csv|camt053]';
+
+/**
+ * accounts statement (docs/rules.md R58): json as a table (or --json), csv and camt053 written to
+ * stdout as they arrive, so `> file` holds a statement of any length. stdout is synchronous for
+ * files and pipes on Linux, which paces the download to the writes.
+ */
+async function statement(args: string[], io: CliIo): Promise<ExitCode> {
+  const { values, positionals } = parseCommandLine(() =>
+    parseArgs({
+      args,
+      allowPositionals: true,
+      options: { ...COMMON_OPTIONS, from: { type: 'string' }, to: { type: 'string' }, format: { type: 'string' } },
+    }),
+  );
+  const name = oneName(positionals, STATEMENT_USAGE);
+  const { from, to, format = 'json' } = values;
+  if (from === undefined || to === undefined) throw new UsageError(`usage: payorch ${STATEMENT_USAGE}`);
+  if (format !== 'json' && format !== 'csv' && format !== 'camt053')
+    throw new UsageError(`--format must be json, csv or camt053 (got ${format})`);
+  const context = apiContext(values, io);
+  return runRequests(context, async () => {
+    if (format !== 'json') {
+      const file = await context.client.accounts.statement(name, { from, to, format });
+      const decoder = new TextDecoder();
+      for await (const chunk of file) io.out(decoder.decode(chunk, { stream: true }));
+      io.out(decoder.decode());
+      return;
+    }
+    const answer = await context.client.accounts.statement(name, { from, to });
+    context.out.show(answer, () => {
+      context.out.record([
+        ['accountName', answer.accountName],
+        ['from', answer.from],
+        ['to', answer.to],
+        ['openingBalance', formatMoney(answer.openingBalance, answer.currency)],
+        ['closingBalance', formatMoney(answer.closingBalance, answer.currency)],
+      ]);
+      context.out.table(
+        [
+          { header: 'at' },
+          { header: 'operationType' },
+          { header: 'direction' },
+          { header: 'amount', align: 'right' },
+          { header: 'fee', align: 'right' },
+          { header: 'balanceAfter', align: 'right' },
+          { header: 'intentId' },
+        ],
+        answer.entries.map((entry) => [
+          entry.at,
+          entry.operationType ?? '',
+          entry.direction,
+          formatMoney(entry.amount, answer.currency),
+          formatMoney(entry.feeAmount, answer.currency),
+          formatMoney(entry.balanceAfter, answer.currency),
+          entry.intentId ?? '',
+        ]),
+      );
+    });
+  });
+}
+
 export async function accountsCommand(args: string[], io: CliIo): Promise<ExitCode> {
   const [sub, ...rest] = args;
   switch (sub) {
@@ -115,6 +177,8 @@ export async function accountsCommand(args: string[], io: CliIo): Promise<ExitCo
       return balance(rest, io);
     case 'history':
       return history(rest, io);
+    case 'statement':
+      return statement(rest, io);
     default:
       throw unknownSubcommand('accounts', sub);
   }

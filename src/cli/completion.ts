@@ -8,7 +8,7 @@ export const COMMAND_WORDS: Readonly<Record<string, readonly string[]>> = {
   call: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
   intents: ['create', 'get', 'events', 'watch'],
   quote: [],
-  accounts: ['create', 'balance', 'history'],
+  accounts: ['create', 'balance', 'history', 'statement'],
   policies: ['evaluate'],
   admin: ['resolve', 'log-level', 'webhooks', ...Object.keys(ADMIN_COLLECTION_PATHS)],
   audit: [],

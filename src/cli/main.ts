@@ -37,6 +37,7 @@ Usage:
   payorch accounts create USER_ID [--entity user|merchant|agent]
   payorch accounts balance NAME
   payorch accounts history NAME [--limit N] [--offset N]
+  payorch accounts statement NAME --from ISO8601 --to ISO8601 [--format json|csv|camt053]   (csv, camt053: > file)
   payorch policies evaluate [BODY] --user N --amount N --channel C --app A --type T [--merchant N]
   payorch admin resolve ID CONFIRMED|FAILED [--reason TEXT]
   payorch admin RECORDS list [--active true|false] [--limit N] [--offset N]

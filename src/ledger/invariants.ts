@@ -12,7 +12,7 @@ const violationsPerCheckMax = 20;
  * that want a clean answer sweep (expirePendingTransfers) first.
  */
 export async function checkLedgerInvariants(sql: Sql): Promise<string[]> {
-  const checks = [checkLedgerTotals, checkPendingAgainstTransfers, checkGuardedAccounts, checkExpiredStillPending];
+  const checks = [checkLedgerTotals, checkPendingAgainstTransfers, checkGuardedAccounts, checkExpiredStillPending, checkBalanceHistory];
   const violations: string[] = [];
   for (const check of checks) {
     violations.push(...(await check(sql)));
@@ -29,6 +29,7 @@ export const LEDGER_INVARIANT_CHECKS = {
   pendingAgainstTransfers: checkPendingAgainstTransfers,
   guardedAccounts: checkGuardedAccounts,
   expiredStillPending: checkExpiredStillPending,
+  balanceHistory: checkBalanceHistory,
 } as const satisfies Record<string, (sql: Sql) => Promise<string[]>>;
 
 /** Double entry: every amount was debited once and credited once, per ledger (currency). */
@@ -126,4 +127,41 @@ async function checkExpiredStillPending(sql: Sql): Promise<string[]> {
   const row = rows[0];
   if (row === undefined || row.overdue === '0') return [];
   return [`${row.overdue} pending transfers are past their timeout and still pending (oldest expired ${row.oldest?.toISOString()})`];
+}
+
+/**
+ * docs/rules.md R58: every account with history replays to its ledger balance. Each row's balance
+ * is the one before it plus its amount (in (posted_at, seq) order), and the last equals credits
+ * posted minus debits posted; an account with postings and no history is caught by the same sum.
+ */
+async function checkBalanceHistory(sql: Sql): Promise<string[]> {
+  const { rows } = await sql.query<{ account_id: string; ledger_balance: string; replayed: string; last: string; broken: string }>(
+    `WITH replay AS (
+       SELECT account_id, amount, balance_after,
+              sum(amount) OVER w AS running, row_number() OVER w AS n, count(*) OVER (PARTITION BY account_id) AS rows
+         FROM ledger_account_history
+       WINDOW w AS (PARTITION BY account_id ORDER BY posted_at, seq ROWS UNBOUNDED PRECEDING)
+     ), per_account AS (
+       SELECT account_id, coalesce(sum(amount), 0) AS replayed,
+              coalesce(max(balance_after) FILTER (WHERE n = rows), 0) AS last,
+              count(*) FILTER (WHERE running <> balance_after) AS broken
+         FROM replay GROUP BY account_id
+     )
+     SELECT a.id AS account_id, (b.credits_posted - b.debits_posted)::text AS ledger_balance,
+            coalesce(p.replayed, 0)::text AS replayed, coalesce(p.last, 0)::text AS last, coalesce(p.broken, 0)::text AS broken
+       FROM ledger_accounts a
+       JOIN ledger_balances b ON b.account_id = a.id
+       LEFT JOIN per_account p ON p.account_id = a.id
+      WHERE ledger_keeps_history(a.flags)
+        AND (coalesce(p.replayed, 0) <> b.credits_posted - b.debits_posted
+             OR coalesce(p.last, 0) <> b.credits_posted - b.debits_posted OR coalesce(p.broken, 0) <> 0)
+      ORDER BY a.id
+      LIMIT $1`,
+    [violationsPerCheckMax],
+  );
+  return rows.map(
+    (row) =>
+      `account ${row.account_id}: balance history replays to ${row.replayed} (last balance ${row.last}, ` +
+      `${row.broken} rows off the running sum) but its ledger balance is ${row.ledger_balance}`,
+  );
 }

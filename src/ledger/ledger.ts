@@ -17,6 +17,8 @@ export const AccountFlags = {
   /** Guarded account: debits pending + debits posted may never exceed credits posted. */
   debitsMustNotExceedCredits: 1 << 1,
   creditsMustNotExceedDebits: 1 << 2,
+  /** Keeps the balance after each posting, with its time (docs/rules.md R58); guarded accounts only. */
+  history: 1 << 3,
 } as const;
 
 export const TransferFlags = {
@@ -56,6 +58,8 @@ export interface TransferInput {
   readonly ledger: number;
   readonly code: number;
   readonly flags: number;
+  /** TigerBeetle's user_data_128: the intent a transfer belongs to; kept in the balance history only. */
+  readonly userData128?: string;
 }
 
 export interface Transfer {

@@ -138,6 +138,7 @@ export function toTransferEvent(transfer: TransferInput): Record<string, string 
     ['debitAccountId', transfer.debitAccountId],
     ['creditAccountId', transfer.creditAccountId],
     ['pendingId', transfer.pendingId],
+    ['userData128', transfer.userData128],
   ] as const) {
     if (id !== undefined) assertUuid(id, name);
   }
@@ -156,6 +157,7 @@ export function toTransferEvent(transfer: TransferInput): Record<string, string 
     credit_account_id: transfer.creditAccountId ?? null,
     amount: transfer.amount === undefined ? null : transfer.amount.toString(),
     pending_id: transfer.pendingId ?? null,
+    user_data_128: transfer.userData128 ?? null,
     timeout_s: timeoutS,
     ledger: transfer.ledger,
     code: transfer.code,

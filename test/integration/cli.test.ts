@@ -114,6 +114,30 @@ describe('accounts', () => {
     expect(machine.transactions).toEqual([expect.objectContaining({ intentId, direction: 'CREDIT', amount: '10000' })]);
   });
 
+  it('statement: csv to stdout (for > file), camt053, json as a table; a reversed range is refused', async () => {
+    await cli(['accounts', 'create', String(USER), wallet]);
+    const from = new Date(Date.now() - 1).toISOString();
+    const intentId = await topUp(2_500);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    const to = new Date().toISOString();
+    const csv = await cli(['accounts', 'statement', WALLET, '--from', from, '--to', to, '--format', 'csv', wallet]);
+    expect(csv.code, csv.err).toBe(EXIT.OK);
+    expect(csv.out.split('\r\n')).toEqual([
+      'at,intentId,refundId,operationType,direction,amount,feeAmount,balanceAfter',
+      expect.stringContaining(`,${intentId},,QP_TOPUP,CREDIT,2500,0,`),
+      '',
+    ]);
+    const camt = await cli(['accounts', 'statement', WALLET, '--from', from, '--to', to, '--format', 'camt053', wallet]);
+    expect(camt.out).toContain(`<NtryRef>${intentId}</NtryRef><Amt Ccy="THB">25.00</Amt><CdtDbtInd>CRDT</CdtDbtInd>`);
+    const table = await cli(['accounts', 'statement', WALLET, '--from', from, '--to', to, wallet]);
+    expect(table.out).toMatch(/^at\s+operationType\s+direction\s+amount\s+fee\s+balanceAfter\s+intentId$/m);
+    expect(table.out).toContain(intentId);
+    const reversed = await cli(['accounts', 'statement', WALLET, '--from', to, '--to', from, '--format', 'csv', wallet]);
+    expect(reversed.code).toBe(EXIT.REFUSED);
+    expect(reversed.err).toMatch(/^payorch: 422 VALIDATION_ERROR: /);
+    expect(reversed.out).toBe('');
+  });
+
   it('history with a limit out of range is refused by the service: exit 1, the error on stderr', async () => {
     const run = await cli(['accounts', 'history', WALLET, '--limit', '500', wallet]);
     expect(run.code).toBe(EXIT.REFUSED);

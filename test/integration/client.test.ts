@@ -111,7 +111,31 @@ describe('signed requests through the typed methods', () => {
       currency: 'THB',
     });
     const history = await client.accounts.transactions(`user.${PAYER}.THB`, { limit: 1 });
-    expect(history.transactions).toEqual([expect.objectContaining({ intentId: paid.intentId, direction: 'DEBIT', amount: '1500' })]);
+    expect(history.transactions).toEqual([
+      expect.objectContaining({ intentId: paid.intentId, direction: 'DEBIT', amount: '1500', balanceAfter: '48500' }),
+    ]);
+
+    // docs/rules.md R58: the balance at a time and statements, json and as a streamed file.
+    const paidAt = new Date(Date.now() + 5);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(await client.accounts.balanceAt(`user.${PAYER}.THB`, paidAt)).toEqual({
+      accountName: `user.${PAYER}.THB`,
+      balance: '48500',
+      currency: 'THB',
+      at: paidAt.toISOString(),
+    });
+    const range = { from: new Date(paidAt.getTime() - 600_000).toISOString(), to: paidAt.toISOString() };
+    const statement = await client.accounts.statement(`user.${RECEIVER}.THB`, range);
+    expect(statement).toMatchObject({ openingBalance: '0', closingBalance: '1500' });
+    expect(statement.entries).toEqual([expect.objectContaining({ intentId: paid.intentId, direction: 'CREDIT', balanceAfter: '1500' })]);
+    const file = await client.accounts.statement(`user.${RECEIVER}.THB`, { ...range, format: 'csv' });
+    const lines = (await new Response(file).text()).trimEnd().split('\r\n');
+    expect(lines).toHaveLength(2);
+    expect(lines[1]).toContain(`${paid.intentId},,P2P_TRANSFER,CREDIT,1500,0,1500`);
+    const refused = await rejection(
+      client.accounts.statement(`user.${RECEIVER}.THB`, { from: range.to, to: range.from, format: 'camt053' }),
+    );
+    expect(refused.status).toBe(422);
   });
 
   it('quote, policy evaluation and the fee dry-run', async () => {

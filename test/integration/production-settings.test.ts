@@ -206,5 +206,5 @@ describe('service keys written through the admin API in production (docs/rules.m
     } finally {
       await t.close();
     }
-  });
+  }, 120_000);
 });

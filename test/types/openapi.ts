@@ -116,7 +116,10 @@ export interface paths {
             readonly path?: never;
             readonly cookie?: never;
         };
-        /** Live balance: credits posted minus debits posted */
+        /**
+         * Live balance, or with at the balance at that instant: credits posted minus debits posted
+         * @description With at (ISO 8601 with an offset, not in the future, on an account a user owns) the balance of the postings stamped at or before it; once at is more than 5 s in the past the answer never changes (docs/rules.md R58).
+         */
         readonly get: operations["getAccountBalance"];
         readonly put?: never;
         readonly post?: never;
@@ -135,6 +138,46 @@ export interface paths {
         };
         /** Transaction history of an account, newest first */
         readonly get: operations["listAccountTransactions"];
+        readonly put?: never;
+        readonly post?: never;
+        readonly delete?: never;
+        readonly options?: never;
+        readonly head?: never;
+        readonly patch?: never;
+        readonly trace?: never;
+    };
+    readonly "/accounts/{name}/statement": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        /**
+         * Statement of an account a user owns over [from, to): json, csv or camt.053
+         * @description The postings stamped in [from, to), in posting order, each with the balance after it; openingBalance is the balance of the postings stamped before from, closingBalance before to, so a statement ending at t chains into the one starting at t (docs/rules.md R58). format=json answers at most 10,000 entries (more: 422 naming csv); csv (text/csv) and camt053 (ISO 20022 camt.053.001.08, application/xml) stream any length. A to less than 5 s ago is waited for.
+         */
+        readonly get: operations["getAccountStatement"];
+        readonly put?: never;
+        readonly post?: never;
+        readonly delete?: never;
+        readonly options?: never;
+        readonly head?: never;
+        readonly patch?: never;
+        readonly trace?: never;
+    };
+    readonly "/admin/accounts/{name}/statement": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        /**
+         * Statement of an account a user owns over [from, to): json, csv or camt.053
+         * @description The postings stamped in [from, to), in posting order, each with the balance after it; openingBalance is the balance of the postings stamped before from, closingBalance before to, so a statement ending at t chains into the one starting at t (docs/rules.md R58). format=json answers at most 10,000 entries (more: 422 naming csv); csv (text/csv) and camt053 (ISO 20022 camt.053.001.08, application/xml) stream any length. A to less than 5 s ago is waited for.
+         */
+        readonly get: operations["getAdminAccountStatement"];
         readonly put?: never;
         readonly post?: never;
         readonly delete?: never;
@@ -915,6 +958,8 @@ export interface components {
             readonly accountName: string;
             readonly balance: components["schemas"]["Money"];
             readonly currency: string;
+            /** @description the instant asked for, as given (balance at a time, docs/rules.md R58) */
+            readonly at?: string;
         };
         readonly Transaction: {
             readonly id: number;
@@ -930,6 +975,7 @@ export interface components {
              * @description ISO 8601 UTC
              */
             readonly createdAt: string;
+            readonly balanceAfter: components["schemas"]["Money"] | null;
         };
         readonly Transactions: {
             readonly transactions: readonly components["schemas"]["Transaction"][];
@@ -1081,7 +1127,7 @@ export interface components {
                  * @description the name of the invariant that does not hold
                  * @enum {unknown}
                  */
-                readonly check: "ledger_balanced" | "ledger_pending_matches_transfers" | "ledger_guarded_limits" | "account_map" | "transit_balanced" | "guarded_account_negative" | "settled_postings" | "in_flight_reservation" | "unsettled_no_money" | "audit_trail" | "audit_trail_status" | "pending_outlived_timeout" | "audit_incomplete";
+                readonly check: "ledger_balanced" | "ledger_pending_matches_transfers" | "ledger_guarded_limits" | "balance_history_replays" | "account_map" | "transit_balanced" | "guarded_account_negative" | "settled_postings" | "in_flight_reservation" | "unsettled_no_money" | "audit_trail" | "audit_trail_status" | "pending_outlived_timeout" | "audit_incomplete";
                 readonly detail: string;
                 /** Format: uuid */
                 readonly intentId?: string;
@@ -1761,7 +1807,10 @@ export interface operations {
     };
     readonly getAccountBalance: {
         readonly parameters: {
-            readonly query?: never;
+            readonly query?: {
+                /** @description ISO 8601 date and time with an offset */
+                readonly at?: string;
+            };
             readonly header?: never;
             readonly path: {
                 readonly name: string;
@@ -1933,6 +1982,306 @@ export interface operations {
                     readonly "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
                         readonly error: "FORBIDDEN";
+                    };
+                };
+            };
+            /** @description Unprocessable Entity */
+            readonly 422: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Too Many Requests */
+            readonly 429: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal Server Error */
+            readonly 500: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service Unavailable */
+            readonly 503: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    readonly getAccountStatement: {
+        readonly parameters: {
+            readonly query: {
+                /** @description ISO 8601 date and time with an offset */
+                readonly from: string;
+                /** @description ISO 8601 date and time with an offset */
+                readonly to: string;
+                /** @description default json */
+                readonly format?: "json" | "csv" | "camt053";
+            };
+            readonly header?: never;
+            readonly path: {
+                readonly name: string;
+            };
+            readonly cookie?: never;
+        };
+        readonly requestBody?: never;
+        readonly responses: {
+            /** @description the statement */
+            readonly 200: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": {
+                        readonly accountName: string;
+                        readonly currency: string;
+                        readonly from: string;
+                        readonly to: string;
+                        /** @description amount in satang, as a decimal string */
+                        readonly openingBalance: string;
+                        /** @description amount in satang, as a decimal string */
+                        readonly closingBalance: string;
+                        readonly entries: readonly {
+                            /** @description the posting time, ISO 8601 UTC to the microsecond */
+                            readonly at: string;
+                            readonly intentId: string | null;
+                            readonly refundId: string | null;
+                            readonly operationType: ("P2P_TRANSFER" | "PSPX_WITHDRAWAL" | "THAI_QR_PAY" | "WITHDRAWAL" | "QP_TOPUP" | "MINIAPP_CHARGE" | "MINIAPP_CREDIT" | "SERVICE_DEPOSIT" | "ADMIN_TRANSFER" | "INVOICE_PAYMENT" | "NFC_CHARGE") | null;
+                            readonly direction: "DEBIT" | "CREDIT";
+                            /** @description amount in satang, as a decimal string */
+                            readonly amount: string;
+                            /** @description amount in satang, as a decimal string */
+                            readonly feeAmount: string;
+                            /** @description amount in satang, as a decimal string */
+                            readonly balanceAfter: string;
+                        }[];
+                    };
+                    readonly "text/csv": string;
+                    readonly "application/xml": string;
+                };
+            };
+            /** @description Bad Request */
+            readonly 400: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "BAD_REQUEST";
+                    };
+                };
+            };
+            /** @description Unauthorized */
+            readonly 401: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Forbidden */
+            readonly 403: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "FORBIDDEN";
+                    };
+                };
+            };
+            /** @description Not Found */
+            readonly 404: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "NOT_FOUND";
+                    };
+                };
+            };
+            /** @description Unprocessable Entity */
+            readonly 422: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description Too Many Requests */
+            readonly 429: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "RATE_LIMITED";
+                    };
+                };
+            };
+            /** @description Internal Server Error */
+            readonly 500: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description Service Unavailable */
+            readonly 503: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    readonly getAdminAccountStatement: {
+        readonly parameters: {
+            readonly query: {
+                /** @description ISO 8601 date and time with an offset */
+                readonly from: string;
+                /** @description ISO 8601 date and time with an offset */
+                readonly to: string;
+                /** @description default json */
+                readonly format?: "json" | "csv" | "camt053";
+            };
+            readonly header?: never;
+            readonly path: {
+                readonly name: string;
+            };
+            readonly cookie?: never;
+        };
+        readonly requestBody?: never;
+        readonly responses: {
+            /** @description the statement */
+            readonly 200: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": {
+                        readonly accountName: string;
+                        readonly currency: string;
+                        readonly from: string;
+                        readonly to: string;
+                        /** @description amount in satang, as a decimal string */
+                        readonly openingBalance: string;
+                        /** @description amount in satang, as a decimal string */
+                        readonly closingBalance: string;
+                        readonly entries: readonly {
+                            /** @description the posting time, ISO 8601 UTC to the microsecond */
+                            readonly at: string;
+                            readonly intentId: string | null;
+                            readonly refundId: string | null;
+                            readonly operationType: ("P2P_TRANSFER" | "PSPX_WITHDRAWAL" | "THAI_QR_PAY" | "WITHDRAWAL" | "QP_TOPUP" | "MINIAPP_CHARGE" | "MINIAPP_CREDIT" | "SERVICE_DEPOSIT" | "ADMIN_TRANSFER" | "INVOICE_PAYMENT" | "NFC_CHARGE") | null;
+                            readonly direction: "DEBIT" | "CREDIT";
+                            /** @description amount in satang, as a decimal string */
+                            readonly amount: string;
+                            /** @description amount in satang, as a decimal string */
+                            readonly feeAmount: string;
+                            /** @description amount in satang, as a decimal string */
+                            readonly balanceAfter: string;
+                        }[];
+                    };
+                    readonly "text/csv": string;
+                    readonly "application/xml": string;
+                };
+            };
+            /** @description Bad Request */
+            readonly 400: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "BAD_REQUEST";
+                    };
+                };
+            };
+            /** @description Unauthorized */
+            readonly 401: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "UNAUTHORIZED";
+                    };
+                };
+            };
+            /** @description Forbidden */
+            readonly 403: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "FORBIDDEN";
+                    };
+                };
+            };
+            /** @description Not Found */
+            readonly 404: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        readonly error: "NOT_FOUND";
                     };
                 };
             };

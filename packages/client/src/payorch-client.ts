@@ -37,6 +37,9 @@ import type {
   PolicyEvaluationRequest,
   Quote,
   QuoteRequest,
+  Statement,
+  StatementFileFormat,
+  StatementQuery,
   Transactions,
 } from './types.js';
 
@@ -85,6 +88,14 @@ export interface PayorchClient {
     /** `name`: an account name or its ledger UUID. */
     balance(name: string): Promise<Balance>;
     transactions(name: string, query?: HistoryQuery): Promise<Transactions>;
+    /** The balance at an instant (docs/rules.md R58): final once `at` is more than 5 s past. */
+    balanceAt(name: string, at: string | Date): Promise<Balance>;
+    /** json, at most 10,000 entries; with format csv or camt053 the file as a byte stream of any length. */
+    statement(name: string, query: StatementQuery): Promise<Statement>;
+    statement(
+      name: string,
+      query: StatementQuery & { readonly format: StatementFileFormat; readonly signal?: AbortSignal },
+    ): Promise<ReadableStream<Uint8Array>>;
   };
   registerIpps(body: IppsRegistrationRequest, options: UserOptions): Promise<IppsRegistration>;
   intents: {
@@ -140,6 +151,13 @@ export function createPayorchClient(options: PayorchClientOptions): PayorchClien
   const listEvents = (query: EventQuery): Promise<EventPage> =>
     call({ method: 'GET', path: `/events${queryString({ after: query.after, limit: query.limit })}`, retry: true });
 
+  /** A statement file, streamed as the server writes it; an error answer throws as any call's does. */
+  const openStatementFile = async (path: string, signal: AbortSignal): Promise<ReadableStream<Uint8Array>> => {
+    const opened = await transport.open({ method: 'GET', path }, signal);
+    if (opened.kind === 'answer') throw new PayorchError(opened.response.status, errorBodyOf(opened.response.body));
+    return opened.response.body ?? new Blob([]).stream();
+  };
+
   return {
     async health() {
       const answer = await transport.send({ method: 'GET', path: '/health', retry: false });
@@ -156,6 +174,17 @@ export function createPayorchClient(options: PayorchClientOptions): PayorchClien
       balance: (name) => call({ method: 'GET', path: `/accounts/${segment(name)}/balance`, retry: true }),
       transactions: (name, query = {}) =>
         call({ method: 'GET', path: `/accounts/${segment(name)}/transactions${queryString({ ...query })}`, retry: true }),
+      balanceAt: (name, at) =>
+        call({
+          method: 'GET',
+          path: `/accounts/${segment(name)}/balance${queryString({ at: typeof at === 'string' ? at : at.toISOString() })}`,
+          retry: true,
+        }),
+      statement: ((name: string, query: StatementQuery & { readonly format?: StatementFileFormat; readonly signal?: AbortSignal }) => {
+        const path = `/accounts/${segment(name)}/statement${queryString({ from: query.from, to: query.to, format: query.format })}`;
+        if (query.format === undefined) return call({ method: 'GET', path, retry: true });
+        return openStatementFile(path, query.signal ?? new AbortController().signal);
+      }) as PayorchClient['accounts']['statement'],
     },
     // Idempotent: a second registration answers 200 without calling the provider.
     registerIpps: (body, user) => call({ method: 'POST', path: '/accounts/register-ipps', json: body, userId: user.userId, retry: true }),

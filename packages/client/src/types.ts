@@ -196,6 +196,8 @@ export interface Balance {
   readonly accountName: string;
   readonly balance: Money;
   readonly currency: string;
+  /** The instant asked for, as given: only on a balance at a time (docs/rules.md R58). */
+  readonly at?: string;
 }
 
 export interface HistoryQuery {
@@ -213,11 +215,44 @@ export interface Transaction {
   readonly feeAmount: Money;
   readonly currency: string;
   readonly createdAt: string;
+  /** The account's balance after this posting; null on accounts no user owns. */
+  readonly balanceAfter: Money | null;
 }
 
 export interface Transactions {
   readonly transactions: readonly Transaction[];
 }
+
+/** docs/rules.md R58: instants are ISO 8601 with an offset; the range is [from, to). */
+export interface StatementQuery {
+  readonly from: string;
+  readonly to: string;
+}
+
+export interface StatementEntry {
+  readonly at: string;
+  readonly intentId: string | null;
+  readonly refundId: string | null;
+  readonly operationType: OperationType | null;
+  readonly direction: 'DEBIT' | 'CREDIT';
+  /** What the posting moved on the account, its fee included. */
+  readonly amount: Money;
+  readonly feeAmount: Money;
+  readonly balanceAfter: Money;
+}
+
+export interface Statement {
+  readonly accountName: string;
+  readonly currency: string;
+  readonly from: string;
+  readonly to: string;
+  readonly openingBalance: Money;
+  readonly closingBalance: Money;
+  readonly entries: readonly StatementEntry[];
+}
+
+/** The streamed formats: csv, or ISO 20022 camt.053.001.08 XML. */
+export type StatementFileFormat = 'csv' | 'camt053';
 
 /** What PSPX needs to open a wallet, passed on as it is. */
 export interface IppsRegistrationRequest {

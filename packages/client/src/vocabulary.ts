@@ -73,6 +73,7 @@ export const AUDIT_CHECKS = [
   'ledger_balanced',
   'ledger_pending_matches_transfers',
   'ledger_guarded_limits',
+  'balance_history_replays',
   'account_map',
   'transit_balanced',
   'guarded_account_negative',

@@ -78,12 +78,18 @@ export async function createAccount(sql: Sql, ledger: Ledger, account: NewAccoun
       id,
       ledger: LEDGER_THB,
       code: LEDGER_CODE_BY_ACCOUNT_TYPE[account.type],
-      flags: isGuarded(account.type) ? AccountFlags.debitsMustNotExceedCredits : AccountFlags.none,
+      flags: accountFlags(account),
     },
   ]);
   const failure = failures.find((f) => f.result !== 'exists');
   if (failure !== undefined) throw new Error(`ledger refused account ${account.name}: ${failure.result}`);
   return inserted.rowCount === 1;
+}
+
+/** Every account a user owns keeps its balance history (docs/rules.md R58); owned accounts are guarded. */
+function accountFlags(account: NewAccount): number {
+  if (!isGuarded(account.type)) return AccountFlags.none;
+  return AccountFlags.debitsMustNotExceedCredits | (account.userId === null ? 0 : AccountFlags.history);
 }
 
 /** Looks an account up by its name or by its ledger UUID. */

@@ -11,6 +11,8 @@ export interface HistoryEntry {
   readonly feeAmount: string;
   readonly currency: string;
   readonly createdAt: string;
+  /** docs/rules.md R58; null on accounts that keep no balance history. */
+  readonly balanceAfter: string | null;
 }
 
 export async function listTransactions(sql: Sql, accountName: string, limit: number, offset: number): Promise<HistoryEntry[]> {
@@ -23,10 +25,18 @@ export async function listTransactions(sql: Sql, accountName: string, limit: num
     fee_amount: bigint;
     currency: string;
     created_at: Date;
+    balance_after: string | null;
   }>(
-    `SELECT id, intent_id, operation_type, direction, amount, fee_amount, currency, created_at
-       FROM transactions WHERE account_name = $1
-      ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3`,
+    // The posting of a history row is in the transaction that wrote the row, so it is stamped at
+    // or after the row's created_at (the transaction's start): a short scan of the account's history.
+    `SELECT t.id, t.intent_id, t.operation_type, t.direction, t.amount, t.fee_amount, t.currency, t.created_at,
+            (SELECT h.balance_after::text FROM ledger_account_history h
+              WHERE h.account_id = a.ledger_account_id AND h.posted_at >= t.created_at AND h.intent_id = t.intent_id
+                AND (h.amount > 0) = (t.direction = 'CREDIT')
+              ORDER BY h.posted_at, h.seq LIMIT 1) AS balance_after
+       FROM transactions t LEFT JOIN accounts a ON a.account_name = t.account_name
+      WHERE t.account_name = $1
+      ORDER BY t.created_at DESC, t.id DESC LIMIT $2 OFFSET $3`,
     [accountName, limit, offset],
   );
   return rows.map((row) => ({
@@ -38,5 +48,6 @@ export async function listTransactions(sql: Sql, accountName: string, limit: num
     feeAmount: row.fee_amount.toString(),
     currency: row.currency,
     createdAt: row.created_at.toISOString(),
+    balanceAfter: row.balance_after,
   }));
 }

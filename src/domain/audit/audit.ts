@@ -61,6 +61,7 @@ export async function auditInvariants(sql: Sql, options: AuditOptions = {}): Pro
     ledgerCheck('ledger_balanced', LEDGER_INVARIANT_CHECKS.ledgerTotals),
     ledgerCheck('ledger_pending_matches_transfers', LEDGER_INVARIANT_CHECKS.pendingAgainstTransfers),
     ledgerCheck('ledger_guarded_limits', LEDGER_INVARIANT_CHECKS.guardedAccounts),
+    ledgerCheck('balance_history_replays', LEDGER_INVARIANT_CHECKS.balanceHistory),
     checkAccountMap,
     checkTransitAccounts,
     checkGuardedAccountTypes,

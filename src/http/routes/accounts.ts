@@ -4,10 +4,12 @@ import type { Database } from '../../adapters/database.js';
 import { balanceOf, findAccount, isUuid, openAccounts } from '../../domain/accounts/accounts.js';
 import { apiError } from '../../domain/errors.js';
 import { listTransactions } from '../../domain/accounts/history.js';
+import { balanceAt } from '../../domain/statements/statements.js';
 import type { Ledger } from '../../ledger/ledger.js';
 import { callerKey, requireUserId } from '../plugins/auth.js';
 import { responses } from '../schemas/shared.js';
 import { AccountCreated, Balance, CreateAccountBody, Transactions } from '../schemas/accounts.js';
+import { InstantText } from '../schemas/statements.js';
 
 const AccountName = Type.Object({ name: Type.String({ minLength: 1, maxLength: 100 }) });
 
@@ -49,13 +51,18 @@ export function accountRoutes(app: App, deps: { db: Database; ledger: Ledger }) 
       schema: {
         tags: ['accounts'],
         operationId: 'getAccountBalance',
-        summary: 'Live balance: credits posted minus debits posted',
+        summary: 'Live balance, or with at the balance at that instant: credits posted minus debits posted',
+        description:
+          'With at (ISO 8601 with an offset, not in the future, on an account a user owns) the balance of the postings ' +
+          'stamped at or before it; once at is more than 5 s in the past the answer never changes (docs/rules.md R58).',
         params: AccountName,
-        response: responses({ 200: Balance }, ['NOT_FOUND']),
+        querystring: Type.Object({ at: Type.Optional(InstantText) }, { additionalProperties: false }),
+        response: responses({ 200: Balance }, ['NOT_FOUND', 'VALIDATION_ERROR']),
       },
     },
     async (request) => {
       const { name } = request.params;
+      if (request.query.at !== undefined) return balanceAt(db, name, request.query.at);
       const account = await findAccount(db, name);
       if (account === null) throw apiError('NOT_FOUND', 'account not found');
       const balance = await balanceOf(db, ledger, account);

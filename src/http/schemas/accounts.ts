@@ -7,7 +7,12 @@ export const Account = Type.Object({ accountName: Type.String(), ledgerAccountId
 export const EntityAccount = Type.Object({ ...Account.properties, created: Type.Boolean() });
 export const EntityAccounts = Type.Object({ primary: EntityAccount, settlement: EntityAccount });
 export const AccountCreated = Type.Union([Account, EntityAccounts]);
-export const Balance = Type.Object({ accountName: Type.String(), balance: Money, currency: Type.String() });
+export const Balance = Type.Object({
+  accountName: Type.String(),
+  balance: Money,
+  currency: Type.String(),
+  at: Type.Optional(Type.String({ description: 'the instant asked for, as given (balance at a time, docs/rules.md R58)' })),
+});
 export const Transactions = Type.Object({ transactions: Type.Array(HistoryEntry) });
 
 export const CreateAccountBody = Type.Object(

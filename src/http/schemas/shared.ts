@@ -68,4 +68,6 @@ export const HistoryEntry = Type.Object({
   feeAmount: Money,
   currency: Type.String(),
   createdAt: Timestamp,
+  /** The account's balance after this posting; null on accounts no user owns, which keep no history (docs/rules.md R58). */
+  balanceAfter: Type.Union([Money, Type.Null()]),
 });
