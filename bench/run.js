@@ -8,8 +8,8 @@
 //
 // Starts payorch (dist/) on PostgreSQL in a database of its own, then on embedded PGlite, drives
 // it over HTTP from a separate generator process (bench/load.js), measures the floors in the same
-// run (bench/sql-floor.js, bench/bare-server.js), and writes bench/results/latest.json, a dated
-// copy and docs/bench.svg. Figures only compare within one run on one machine.
+// run (bench/sql-floor.js, bench/bare-server.js), and writes latest.json and a dated copy in bench/results/,
+// and docs/bench.svg. Figures only compare within one run on one machine.
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';

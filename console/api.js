@@ -4,7 +4,7 @@ const TOKEN_KEY = 'payorch.adminToken';
 
 /*
  * The admin API's answers, as far as the console reads them: the TypeScript client's types
- * (packages/client/src/types.ts), which the server's schemas and domain types define.
+ * (packages/client/src/types.ts), generated from the OpenAPI document the server's schemas make.
  */
 /** @typedef {import('@payorch/client').AdminIntent} AdminIntent */
 /** @typedef {import('@payorch/client').IntentEvent} AdminIntentEvent */

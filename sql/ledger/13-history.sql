@@ -94,10 +94,10 @@ BEGIN
   RETURN NULL;
 END $$;
 
+-- Written as pg_get_triggerdef prints it, which the SQL sources' test compares.
 DROP TRIGGER IF EXISTS ledger_history_commit_check ON ledger_account_history;
 CREATE CONSTRAINT TRIGGER ledger_history_commit_check AFTER INSERT ON ledger_account_history
-  DEFERRABLE INITIALLY DEFERRED
-  FOR EACH ROW WHEN (NEW.seq % 16384 = 0)
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (((new.seq % (16384)::bigint) = 0))
   EXECUTE FUNCTION ledger_history_commit_check();
 
 -- The balance of an account at a time: its last balance_after stamped at or before p_at (0 before

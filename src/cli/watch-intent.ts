@@ -1,5 +1,6 @@
 import type { IntentStatus, IntentStatusMessage } from '@payorch/client';
 import { assertNever } from '../domain/errors.js';
+import { STATUS_RANK } from '../domain/intents/store/state-machine.js';
 import type { ApiContext } from './api-context.js';
 import { EXIT, type ExitCode, sleepOf } from './cli-io.js';
 
@@ -37,37 +38,11 @@ export function endsWatch(status: IntentStatus): boolean {
   }
 }
 
-/**
- * Statuses only move up this order, so a lower one seen after a higher one is a late message
- * (a stream event that lost the race with a poll): it is news to nobody and is not printed.
- */
-function rankOf(status: IntentStatus): number {
-  switch (status) {
-    case 'CREATED':
-      return 0;
-    case 'VALIDATED':
-      return 1;
-    case 'AUTHORIZED':
-      return 2;
-    case 'SETTLING':
-      return 3;
-    case 'MANUAL_REVIEW':
-      return 4;
-    case 'SETTLED':
-    case 'FAILED':
-    case 'CANCELED':
-    case 'EXPIRED':
-      return 5;
-    default:
-      return assertNever(status);
-  }
-}
-
 /** Prints each status once, in order, whether a poll or the stream saw it first. */
 function statusPrinter(context: ApiContext): (line: StatusLine) => void {
   let lastRank = -1;
   return (line) => {
-    const rank = rankOf(line.status);
+    const rank = STATUS_RANK[line.status];
     if (rank <= lastRank) return;
     lastRank = rank;
     if (context.out.json) context.out.jsonLine(line);

@@ -57,5 +57,13 @@ export const LEDGER_CODE_BY_ACCOUNT_TYPE = {
   EQUITY: 10,
 } as const satisfies Record<AccountType, number>;
 
+/**
+ * The PSPX payouts (docs/rules.md, Operation table): a registered PSPX wallet and a receiver block
+ * `metadata.ipps`; the types the PSPX_TRANSFER channel carries, and a key needs one of them to
+ * register a wallet (POST /accounts/register-ipps).
+ */
+export const PSPX_OPERATION_TYPES = ['PSPX_WITHDRAWAL', 'THAI_QR_PAY'] as const satisfies readonly OperationType[];
+export const isPspxOperationType = (operationType: string): boolean => PSPX_OPERATION_TYPES.some((type) => type === operationType);
+
 /** Accounts that belong to nobody may go negative; the rest may not be overdrawn (docs/rules.md R19). */
 export const UNOWNED_ACCOUNT_TYPES: readonly AccountType[] = ['TRANSIT', 'REVENUE', 'NOSTRO', 'EQUITY'];

@@ -15,6 +15,7 @@ import { FeeSplit, IntentCreated, IntentEvents, IntentEventView, IntentView, Quo
 import { CancelBody, CancelResult, ConfirmBody, ConfirmResult } from './schemas/invoices.js';
 import { EvaluateBody, EvaluateResponse } from './schemas/policies.js';
 import { ErrorResponse, HistoryEntry } from './schemas/shared.js';
+import { Statement, StatementEntry } from './schemas/statements.js';
 
 /**
  * The shapes the OpenAPI document names under components.schemas, by the names of the client's
@@ -47,6 +48,8 @@ export const COMPONENT_SCHEMAS: Readonly<Record<string, TSchema>> = {
   Balance,
   Transaction: HistoryEntry,
   Transactions,
+  Statement,
+  StatementEntry,
   IppsRegistrationRequest: WalletCustomer,
   IppsRegistration: Registration,
   PolicyEvaluationRequest: EvaluateBody,

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { Database } from '../adapters/database.js';
 import type { WorkerMetrics } from '../observability/metrics.js';
-import type { PspxClient, Receiver, ReceiverType } from '../adapters/pspx/pspx-client.js';
+import { isReceiverType, type PspxClient, type Receiver } from '../adapters/pspx/pspx-client.js';
 import { assertNever } from '../domain/errors.js';
 import { claimPayouts, countInquiry as recordInquiry, moveIntent, releasePayout } from '../domain/intents/store/intent-writer.js';
 import type { OutboxKind, OutboxPayload } from '../domain/intents/store/outbox-jobs.js';
@@ -156,16 +156,14 @@ async function claimBatch(deps: PspWorkerDeps, token: string): Promise<Claim[]> 
   }));
 }
 
-const RECEIVER_TYPES: readonly string[] = ['MSISDN', 'NATID', 'EWALLETID', 'BANKAC', 'BILLERID'] satisfies ReceiverType[];
-
 /** metadata.ipps was validated when the intent was created; a bad one here is a bug, not an input error. */
 function receiverOf(intentId: string, metadata: Record<string, unknown>): Receiver {
   const ipps = metadata.ipps;
   assert.ok(typeof ipps === 'object' && ipps !== null, `intent ${intentId} has no metadata.ipps`);
   const { receiverType, receiverAccount, receiverBank } = ipps as Record<string, unknown>;
-  assert.ok(typeof receiverType === 'string' && RECEIVER_TYPES.includes(receiverType), `intent ${intentId} has a bad receiverType`);
+  assert.ok(isReceiverType(receiverType), `intent ${intentId} has a bad receiverType`);
   assert.ok(typeof receiverAccount === 'string', `intent ${intentId} has no receiverAccount`);
-  return { receiverType: receiverType as ReceiverType, receiverAccount, ...(typeof receiverBank === 'string' ? { receiverBank } : {}) };
+  return { receiverType, receiverAccount, ...(typeof receiverBank === 'string' ? { receiverBank } : {}) };
 }
 
 /** Steps one claimed intent until it waits or ends, then gives the lease back. Never throws. */

@@ -248,6 +248,8 @@ describe('/admin/routes', () => {
     ['an invoice to PSPX', 'INVOICE_PAYMENT', 'PSPX_TRANSFER'],
     ['a payment to the invoice channel', 'P2P_TRANSFER', 'MERCHANT_INVOICE'],
     ['a top-up to PSPX payouts', 'QP_TOPUP', 'PSPX_TRANSFER'],
+    // A withdrawal has no receiver block to pay out to (docs/rules.md, Operation table).
+    ['a withdrawal to PSPX payouts', 'WITHDRAWAL', 'PSPX_TRANSFER'],
   ])(
     'refuses a channel that cannot carry the operation type (%s) on create and on change, and stores nothing',
     async (_, operationType, channel) => {
@@ -265,9 +267,9 @@ describe('/admin/routes', () => {
     },
   );
 
-  it('accepts a channel that can carry the operation type (a withdrawal sent to PSPX payouts)', async () => {
+  it('accepts a channel that can carry the operation type (a QR payment sent to PSPX payouts)', async () => {
     const created = expectStatus(
-      await withToken('POST', '/admin/routes', { operationType: 'WITHDRAWAL', channel: 'PSPX_TRANSFER', active: false }),
+      await withToken('POST', '/admin/routes', { operationType: 'THAI_QR_PAY', channel: 'PSPX_TRANSFER', active: false }),
       201,
     );
     expect(created.channel).toBe('PSPX_TRANSFER');

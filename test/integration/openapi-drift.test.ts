@@ -4,9 +4,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../support/app.js';
 
 const COMMITTED = new URL('../../docs/openapi.json', import.meta.url);
-const COMMITTED_TYPES = new URL('../types/openapi.ts', import.meta.url);
+const COMMITTED_TYPES = new URL('../../packages/client/src/openapi.ts', import.meta.url);
 const OUT_OF_DATE = 'docs/openapi.json differs from the app: run `npm run openapi` and commit the result';
-const TYPES_OUT_OF_DATE = 'test/types/openapi.ts is not what openapi-typescript makes of docs/openapi.json: run `npm run openapi`';
+const TYPES_OUT_OF_DATE = 'packages/client/src/openapi.ts is not what openapi-typescript makes of docs/openapi.json: run `npm run openapi`';
 
 interface OpenApiDocument {
   paths: Record<string, Record<string, unknown>>;
@@ -64,7 +64,7 @@ describe('committed OpenAPI document', () => {
     expect([...registered].sort()).toEqual([...documented].sort());
   });
 
-  // test/types/openapi-agreement.ts compiles these against the SDK's types (npm run typecheck);
+  // The client's request and record types are these (packages/client/src/types.ts names them);
   // the same options as the `openapi` script's openapi-typescript command.
   it('comes with the client types openapi-typescript generates from it', async () => {
     const document = JSON.parse(readFileSync(COMMITTED, 'utf8')) as OpenAPI3;

@@ -23,10 +23,10 @@ describe('CONFIG_FILE routes', () => {
     expect(configFileProblems(readConfigFile(path))).toEqual(['routes[1] sends INVOICE_PAYMENT to INTERNAL_P2P, which cannot carry it']);
   });
 
-  it('accepts the shipped route table and a withdrawal sent to PSPX payouts', () => {
+  it('accepts the shipped route table and a QR payment sent to PSPX payouts', () => {
     const demo = readConfigFile(DEMO_CONFIG_FILE);
     expect(demo.routes?.length).toBeGreaterThan(0);
     expect(configFileProblems(demo)).toEqual([]);
-    expect(configFileProblems(readConfigFile(withRoutes([{ operationType: 'WITHDRAWAL', channel: 'PSPX_TRANSFER' }])))).toEqual([]);
+    expect(configFileProblems(readConfigFile(withRoutes([{ operationType: 'THAI_QR_PAY', channel: 'PSPX_TRANSFER' }])))).toEqual([]);
   });
 });

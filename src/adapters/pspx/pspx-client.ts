@@ -23,7 +23,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import Type, { type Static } from 'typebox';
 
-export type ReceiverType = 'MSISDN' | 'NATID' | 'EWALLETID' | 'BANKAC' | 'BILLERID';
+/** Who a payout goes to, in the provider's words (docs/PSPX.md). */
+export const RECEIVER_TYPES = ['MSISDN', 'NATID', 'EWALLETID', 'BANKAC', 'BILLERID'] as const;
+export type ReceiverType = (typeof RECEIVER_TYPES)[number];
+/** The receiver types that name an account at a bank, so the payout needs `receiverBank`. */
+export const RECEIVER_TYPES_WITH_BANK: readonly ReceiverType[] = ['BANKAC', 'BILLERID'];
+export const isReceiverType = (value: unknown): value is ReceiverType => RECEIVER_TYPES.some((type) => type === value);
 
 export interface Receiver {
   readonly receiverType: ReceiverType;

@@ -3,6 +3,7 @@ import { Value } from 'typebox/value';
 import { apiError } from '../errors.js';
 import { namePatternProblem } from '../auth/name-pattern.js';
 import { ACCOUNT_TYPES, ENTITY_TYPES } from '../model.js';
+import { ServiceId } from '../wire-types.js';
 import { WEBHOOK_URL_LENGTH_MAX, webhookUrlProblem } from '../events/webhooks/webhook-url.js';
 import { type AdminEntity, read } from '../admin/admin-entity.js';
 import { ActiveField, Timestamp } from '../admin/record-schema.js';
@@ -93,7 +94,6 @@ export function mergePatch(target: unknown, patch: unknown): unknown {
 const isPlainObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
-const ServiceId = Type.String({ minLength: 1, maxLength: 50, pattern: '^[A-Za-z0-9._-]+$' });
 export const ServiceIdParams = Type.Object({ serviceId: ServiceId });
 
 /** The secret is set in CONFIG_FILE and loaded by a reload, never through the API or the database. */

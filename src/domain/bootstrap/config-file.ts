@@ -6,6 +6,7 @@ import { FeeRuleInputs } from '../rules/fee-rules.js';
 import { LimitRuleInputs } from '../rules/limit-rules.js';
 import { RouteInputs } from '../rules/route-rules.js';
 import { ACCOUNT_TYPES } from '../model.js';
+import { AccountName } from '../wire-types.js';
 
 /** CONFIG_FILE: the records the service starts with, each in the shape the admin API takes it. */
 export const ConfigFileSchema = Type.Object(
@@ -23,7 +24,7 @@ export const ConfigFileSchema = Type.Object(
       Type.Array(
         Type.Object(
           {
-            accountName: Type.String({ minLength: 1, maxLength: 100 }),
+            accountName: AccountName,
             accountType: Type.Enum(ACCOUNT_TYPES),
             userId: Type.Optional(Type.Union([Type.Integer({ minimum: 1 }), Type.Null()])),
           },

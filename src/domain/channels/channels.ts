@@ -1,6 +1,6 @@
 import type { AccountRecord } from '../accounts/accounts.js';
 import { type ChannelRequest, checkPspxRequest } from './pspx-checks.js';
-import type { Channel, IntentStatus, OperationType } from '../model.js';
+import { type Channel, type IntentStatus, isPspxOperationType } from '../model.js';
 
 /**
  * What each channel does with the intents a route sends it, in one place per channel: which
@@ -28,15 +28,11 @@ export interface ChannelBehaviour {
   readonly check?: (request: ChannelRequest, payer: AccountRecord | null) => void;
 }
 
-/** Payments from a user's wallet to the PSPX nostro, the only ones a PSPX payout can complete. */
-const PSPX_PAYOUT_TYPES: readonly OperationType[] = ['PSPX_WITHDRAWAL', 'THAI_QR_PAY', 'WITHDRAWAL'];
-
-const isPspxPayout = (operationType: string) => PSPX_PAYOUT_TYPES.some((type) => type === operationType);
 const notInvoice = (operationType: string) => operationType !== 'INVOICE_PAYMENT';
 
 export const CHANNEL_BEHAVIOUR: Readonly<Record<Channel, ChannelBehaviour>> = {
   INTERNAL_P2P: { carries: notInvoice, createdAs: 'SETTLED', transit: 'INTERNAL_P2P' },
-  PSPX_TRANSFER: { carries: isPspxPayout, createdAs: 'AUTHORIZED', transit: 'PSPX', check: checkPspxRequest },
+  PSPX_TRANSFER: { carries: isPspxOperationType, createdAs: 'AUTHORIZED', transit: 'PSPX', check: checkPspxRequest },
   MERCHANT_INVOICE: { carries: (operationType) => operationType === 'INVOICE_PAYMENT', createdAs: 'CREATED', transit: 'MERCHANT_INVOICE' },
   SERVICE_TRANSFER: { carries: notInvoice, createdAs: 'SETTLED', transit: 'SERVICE_TRANSFER' },
   ADMIN: { carries: notInvoice, createdAs: 'SETTLED', transit: 'INTERNAL' },

@@ -1,8 +1,7 @@
 import type { AccountRecord } from '../accounts/accounts.js';
+import { isReceiverType, RECEIVER_TYPES, RECEIVER_TYPES_WITH_BANK } from '../../adapters/pspx/pspx-client.js';
 import { apiError } from '../errors.js';
 
-const RECEIVER_TYPES = ['MSISDN', 'NATID', 'EWALLETID', 'BANKAC', 'BILLERID'] as const;
-const NEEDS_BANK: readonly string[] = ['BANKAC', 'BILLERID'];
 const FIELD_LENGTH_MAX = 100;
 
 /** The part of an intent request a channel's checks read. */
@@ -24,12 +23,11 @@ const isText = (value: unknown): value is string => typeof value === 'string' &&
 function ippsProblem(ipps: unknown): string | null {
   if (typeof ipps !== 'object' || ipps === null || Array.isArray(ipps)) return 'metadata.ipps must be an object';
   const block = ipps as Record<string, unknown>;
-  if (!RECEIVER_TYPES.includes(block.receiverType as (typeof RECEIVER_TYPES)[number])) {
-    return `metadata.ipps.receiverType must be one of ${RECEIVER_TYPES.join(', ')}`;
-  }
+  const { receiverType } = block;
+  if (!isReceiverType(receiverType)) return `metadata.ipps.receiverType must be one of ${RECEIVER_TYPES.join(', ')}`;
   if (!isText(block.receiverAccount)) return 'metadata.ipps.receiverAccount is required';
-  if (NEEDS_BANK.includes(block.receiverType as string) && !isText(block.receiverBank)) {
-    return `metadata.ipps.receiverBank is required for ${String(block.receiverType)}`;
+  if (RECEIVER_TYPES_WITH_BANK.includes(receiverType) && !isText(block.receiverBank)) {
+    return `metadata.ipps.receiverBank is required for ${receiverType}`;
   }
   return null;
 }

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import Type, { type Static } from 'typebox';
 import type { Sql } from '../../adapters/database.js';
 import type { IntentStatus, OperationType } from '../model.js';
-import { Money, Uuid } from '../wire-types.js';
+import { Currency, Money, Uuid } from '../wire-types.js';
 import { comparePositions, encodeFeedCursor, FEED_START, type FeedPosition, laterOf } from './feed-cursor.js';
 
 /**
@@ -36,7 +36,7 @@ export const FeedEventView = Type.Object({
   statusFrom: Type.Union([Type.String(), Type.Null()], { description: 'null for the creation' }),
   statusTo: Type.String(),
   amount: Money,
-  currency: Type.String(),
+  currency: Currency,
   occurredAt: Type.String({ format: 'date-time' }),
 });
 

@@ -1,5 +1,6 @@
 import Type, { type Static } from 'typebox';
 import { STEP_UP_LEVELS } from '../model.js';
+import { Currency } from '../wire-types.js';
 import { type AdminEntity, read } from '../admin/admin-entity.js';
 import { ActiveField, inputSchemas, priorityField, RecordId, Timestamp } from '../admin/record-schema.js';
 
@@ -9,7 +10,7 @@ const Condition = Type.Object(
     amount_lt: Type.Optional(Type.Number()),
     amount_gte: Type.Optional(Type.Number()),
     amount_lte: Type.Optional(Type.Number()),
-    currency: Type.Optional(Type.String({ minLength: 3, maxLength: 3 })),
+    currency: Type.Optional(Currency),
     daily_cumulative_gte: Type.Optional(Type.Number()),
     new_payee: Type.Optional(Type.Boolean()),
   },

@@ -1,6 +1,7 @@
 import Type, { type Static } from 'typebox';
 import { LIMIT_DIRECTIONS, LIMIT_TYPES, LIMIT_WINDOWS } from '@payorch/client';
 import { OPERATION_TYPES } from '../model.js';
+import { CurrencyOrDefault } from '../wire-types.js';
 import { type AdminEntity, read } from '../admin/admin-entity.js';
 import { ActiveField, inputSchemas, NameField, RecordId, StoredOperationType, Timestamp } from '../admin/record-schema.js';
 
@@ -11,7 +12,7 @@ const limitRuleFields = {
   window: Type.Enum(LIMIT_WINDOWS),
   limitType: Type.Enum(LIMIT_TYPES),
   limit: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'satang for AMOUNT, intents for COUNT' }),
-  currency: Type.String({ minLength: 3, maxLength: 3, description: 'default THB' }),
+  currency: CurrencyOrDefault,
   active: ActiveField,
 };
 

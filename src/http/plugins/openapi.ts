@@ -58,6 +58,10 @@ function listedCodes(schema: unknown): ErrorCode[] {
 const json = (schema: unknown) => ({ 'application/json': { schema } });
 const hasContent = (response: object): response is { content: object } => 'content' in response;
 
+/** A response that names its media types itself (a statement: json, csv or XML) refers to components too. */
+const contentWithRefs = (content: Record<string, { schema: unknown }>) =>
+  Object.fromEntries(Object.entries(content).map(([type, media]) => [type, { ...media, schema: withComponentRefs(media.schema) }]));
+
 /**
  * The route's responses as the document shows them: each success body under its status's name,
  * and per error status the Error component narrowed to the codes the route can answer there.
@@ -72,7 +76,7 @@ function documentedResponses(route: Route): Record<string, unknown> {
       continue;
     }
     documented[status] = hasContent(schema)
-      ? schema
+      ? { ...schema, content: contentWithRefs(schema.content as Record<string, { schema: unknown }>) }
       : { description: STATUS_CODES[status] ?? status, content: json(withComponentRefs(schema)) };
   }
   for (const [status, codes] of codesByStatus(routeErrors)) {

@@ -10,8 +10,9 @@ import { callerKey, requireUserId } from '../plugins/auth.js';
 import { responses } from '../schemas/shared.js';
 import { AccountCreated, Balance, CreateAccountBody, Transactions } from '../schemas/accounts.js';
 import { InstantText } from '../schemas/statements.js';
+import { AccountName } from '../../domain/wire-types.js';
 
-const AccountName = Type.Object({ name: Type.String({ minLength: 1, maxLength: 100 }) });
+const AccountNameParams = Type.Object({ name: AccountName });
 
 export function accountRoutes(app: App, deps: { db: Database; ledger: Ledger }) {
   const { db, ledger } = deps;
@@ -55,7 +56,7 @@ export function accountRoutes(app: App, deps: { db: Database; ledger: Ledger }) 
         description:
           'With at (ISO 8601 with an offset, not in the future, on an account a user owns) the balance of the postings ' +
           'stamped at or before it; once at is more than 5 s in the past the answer never changes (docs/rules.md R58).',
-        params: AccountName,
+        params: AccountNameParams,
         querystring: Type.Object({ at: Type.Optional(InstantText) }, { additionalProperties: false }),
         response: responses({ 200: Balance }, ['NOT_FOUND', 'VALIDATION_ERROR']),
       },
@@ -77,7 +78,7 @@ export function accountRoutes(app: App, deps: { db: Database; ledger: Ledger }) 
         tags: ['accounts'],
         operationId: 'listAccountTransactions',
         summary: 'Transaction history of an account, newest first',
-        params: AccountName,
+        params: AccountNameParams,
         querystring: Type.Object(
           {
             limit: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),

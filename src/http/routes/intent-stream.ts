@@ -10,7 +10,7 @@ import { comparePositions, decodeFeedCursor, FEED_START, type FeedPosition } fro
 import { type FeedEvent, readIntentFeed } from '../../domain/events/feed.js';
 import { intentChannel } from '../../domain/intents/store/status-publisher.js';
 import { FINAL_STATUSES, type IntentStatus } from '../../domain/model.js';
-import { isIntentStatus } from '../../domain/intents/store/state-machine.js';
+import { isIntentStatus, STATUS_RANK } from '../../domain/intents/store/state-machine.js';
 import { responses, Uuid } from '../schemas/shared.js';
 import { refuseRateLimited } from '../plugins/throttle.js';
 
@@ -63,22 +63,6 @@ interface StatusMessage {
   readonly status: IntentStatus;
   readonly updatedAt: string;
 }
-
-/**
- * Every allowed transition goes up this order (state-machine.ts), so a message whose rank is not
- * above the last one sent is a duplicate or arrived out of order: the client already knows better.
- */
-const STATUS_RANK: Readonly<Record<IntentStatus, number>> = {
-  CREATED: 0,
-  VALIDATED: 1,
-  AUTHORIZED: 2,
-  SETTLING: 3,
-  MANUAL_REVIEW: 4,
-  SETTLED: 5,
-  FAILED: 5,
-  CANCELED: 5,
-  EXPIRED: 5,
-};
 
 const isFinal = (status: IntentStatus) => FINAL_STATUSES.includes(status);
 

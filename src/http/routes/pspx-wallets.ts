@@ -2,12 +2,11 @@ import type { App } from '../typed-app.js';
 import type { Database } from '../../adapters/database.js';
 import { type PspxClient, WalletCustomer } from '../../adapters/pspx/pspx-client.js';
 import { apiError } from '../../domain/errors.js';
+import { isPspxOperationType } from '../../domain/model.js';
 import { registerPspxWallet } from '../../domain/accounts/pspx-wallets.js';
 import { callerKey, requireUserId } from '../plugins/auth.js';
 import { responses } from '../schemas/shared.js';
 import { Registration } from '../schemas/accounts.js';
-
-const PSPX_OPERATION_TYPES: readonly string[] = ['PSPX_WITHDRAWAL', 'THAI_QR_PAY'];
 
 export function pspxWalletRoutes(app: App, deps: { db: Database; pspx: PspxClient }) {
   app.post(
@@ -30,7 +29,7 @@ export function pspxWalletRoutes(app: App, deps: { db: Database; pspx: PspxClien
     },
     async (request, reply) => {
       const key = callerKey(request);
-      if (!key.permissions.allowedOperationTypes.some((type) => PSPX_OPERATION_TYPES.includes(type))) {
+      if (!key.permissions.allowedOperationTypes.some(isPspxOperationType)) {
         throw apiError('FORBIDDEN', `service ${key.serviceId} may not register PSPX wallets`);
       }
       const userId = requireUserId(request, 'BAD_REQUEST');

@@ -3,6 +3,7 @@ import { Readable } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import Type from 'typebox';
 import type { Database } from '../../adapters/database.js';
+import { AccountName } from '../../domain/wire-types.js';
 import { camt053Statement, csvStatement, STATEMENT_FORMATS } from '../../domain/statements/formats.js';
 import { statementHeader, statementPages, statementJson, statementRange, untilFinal } from '../../domain/statements/statements.js';
 import { InstantText, Statement } from '../schemas/statements.js';
@@ -49,7 +50,7 @@ function statementRoute(app: App, deps: { db: Database }, route: { path: string;
         operationId: route.operationId,
         summary: 'Statement of an account a user owns over [from, to): json, csv or camt.053',
         description: STATEMENT_DESCRIPTION,
-        params: Type.Object({ name: Type.String({ minLength: 1, maxLength: 100 }) }),
+        params: Type.Object({ name: AccountName }),
         querystring: Type.Object(
           {
             from: InstantText,

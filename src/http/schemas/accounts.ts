@@ -1,5 +1,6 @@
 import Type from 'typebox';
 import { ENTITY_TYPES } from '../../domain/model.js';
+import { Currency } from '../../domain/wire-types.js';
 import { HistoryEntry, Money, Uuid } from './shared.js';
 
 /** An account as the service names it: its name and its ledger id. */
@@ -10,7 +11,7 @@ export const AccountCreated = Type.Union([Account, EntityAccounts]);
 export const Balance = Type.Object({
   accountName: Type.String(),
   balance: Money,
-  currency: Type.String(),
+  currency: Currency,
   at: Type.Optional(Type.String({ description: 'the instant asked for, as given (balance at a time, docs/rules.md R58)' })),
 });
 export const Transactions = Type.Object({ transactions: Type.Array(HistoryEntry) });

@@ -3,7 +3,7 @@ import { AUDIT_CHECKS } from '../../domain/audit/audit.js';
 import { RESOLUTIONS } from '../../domain/intents/money/resolve-intent.js';
 import { OUTBOX_KINDS } from '../../domain/intents/store/outbox-jobs.js';
 import { INTENT_STATUSES } from '../../domain/model.js';
-import { ChannelSchema, IntentStatusSchema, OperationTypeSchema } from '../../domain/wire-types.js';
+import { ChannelSchema, Currency, IntentStatusSchema, OperationTypeSchema } from '../../domain/wire-types.js';
 import { IntentEventView } from './intents.js';
 import { HistoryEntry, Money, NullableTimestamp, Timestamp, Uuid } from './shared.js';
 
@@ -43,7 +43,7 @@ export const AdminAccount = Type.Object({
   ledgerAccountId: Uuid,
   accountType: Type.String(),
   userId: Type.Union([Type.Integer(), Type.Null()]),
-  currency: Type.String(),
+  currency: Currency,
   balance: Money,
   transactions: Type.Array(HistoryEntry),
 });
@@ -78,7 +78,7 @@ export const AdminIntent = Type.Object({
   status: IntentStatusSchema,
   pspState: NullableString,
   amount: Money,
-  currency: Type.String(),
+  currency: Currency,
   preFeeAmount: Money,
   postFeeAmount: Money,
   fromAccount: NullableString,

@@ -1,5 +1,5 @@
 import Type from 'typebox';
-import { ChannelSchema, IntentStatusSchema, OperationTypeSchema } from '../../domain/wire-types.js';
+import { ChannelSchema, Currency, IntentStatusSchema, OperationTypeSchema } from '../../domain/wire-types.js';
 import { Money, Timestamp, Uuid } from './shared.js';
 
 /** What the intent routes answer: a created intent, an intent, its trail, a fee quote. */
@@ -9,7 +9,7 @@ export const IntentCreated = Type.Object({
   status: IntentStatusSchema,
   channel: ChannelSchema,
   amount: Type.Optional(Money),
-  currency: Type.Optional(Type.String()),
+  currency: Type.Optional(Currency),
   preFeeAmount: Money,
   postFeeAmount: Money,
   requiresMonitoring: Type.Boolean(),
@@ -25,7 +25,7 @@ export const IntentView = Type.Object({
   operationType: OperationTypeSchema,
   channel: ChannelSchema,
   amount: Money,
-  currency: Type.String(),
+  currency: Currency,
   preFeeAmount: Money,
   postFeeAmount: Money,
   fromAccount: Type.Union([Type.String(), Type.Null()]),

@@ -1,5 +1,6 @@
 import Type from 'typebox';
 import { STEP_UP_LEVELS } from '../../domain/model.js';
+import { Currency } from '../../domain/wire-types.js';
 import { Money } from './shared.js';
 
 /** 19 digits hold every int8 amount the ledger can carry; longer strings are not amounts. */
@@ -12,7 +13,7 @@ export const EvaluateBody = Type.Object(
     userId: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }),
     merchantId: Type.Optional(Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER })),
     amount: Type.String({ pattern: `^[0-9]{1,${EVALUATE_AMOUNT_DIGITS_MAX}}$`, description: 'minor units (satang), digits only' }),
-    currency: Type.String({ minLength: 3, maxLength: 3 }),
+    currency: Currency,
     channel: Label,
     appId: Label,
     operationType: Label,

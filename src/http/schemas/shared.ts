@@ -1,6 +1,6 @@
 import Type from 'typebox';
 import { ERROR_STATUS, type ErrorCode } from '../../domain/errors.js';
-import { Money, OperationTypeSchema, Timestamp, Uuid } from '../../domain/wire-types.js';
+import { Currency, Money, OperationTypeSchema, Timestamp, Uuid } from '../../domain/wire-types.js';
 
 /** Shared pieces of the request and response schemas. */
 
@@ -66,7 +66,7 @@ export const HistoryEntry = Type.Object({
   direction: Type.Union([Type.Literal('DEBIT'), Type.Literal('CREDIT')]),
   amount: Money,
   feeAmount: Money,
-  currency: Type.String(),
+  currency: Currency,
   createdAt: Timestamp,
   /** The account's balance after this posting; null on accounts no user owns, which keep no history (docs/rules.md R58). */
   balanceAfter: Type.Union([Money, Type.Null()]),

@@ -1,13 +1,8 @@
 import Type, { type Static } from 'typebox';
 import { OPERATION_TYPES, type OperationType } from '../../model.js';
-import { Uuid, UuidV4 } from '../../wire-types.js';
+import { AccountName, CurrencyOrDefault, DEFAULT_CURRENCY, Uuid, UuidV4 } from '../../wire-types.js';
 
-/** The currency of a request that names none; the only one the ledger holds today. */
-export const DEFAULT_CURRENCY = 'THB';
-
-const Currency = Type.String({ minLength: 3, maxLength: 3, pattern: '^[A-Z]{3}$', description: `default ${DEFAULT_CURRENCY}` });
 const PositiveAmount = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'satang' });
-const AccountNameField = Type.String({ minLength: 1, maxLength: 100 });
 const Metadata = Type.Record(Type.String(), Type.Unknown(), { description: 'default {}' });
 
 /** POST /intents (BaseIntentBody, docs/rules.md, Operation table): the schema of the route, of the client's request type and of the domain's. */
@@ -16,10 +11,10 @@ export const IntentBody = Type.Object(
     idempotencyKey: UuidV4,
     operationType: Type.Enum(OPERATION_TYPES),
     amount: PositiveAmount,
-    currency: Type.Optional(Currency),
+    currency: Type.Optional(CurrencyOrDefault),
     metadata: Type.Optional(Metadata),
-    fromAccountName: Type.Optional(AccountNameField),
-    toAccountName: Type.Optional(AccountNameField),
+    fromAccountName: Type.Optional(AccountName),
+    toAccountName: Type.Optional(AccountName),
     toLedgerAccountId: Type.Optional(Uuid),
     fromName: Type.Optional(Type.String({ maxLength: 255 })),
     toName: Type.Optional(Type.String({ maxLength: 255 })),
@@ -37,7 +32,7 @@ export const QuoteBody = Type.Object(
   {
     operationType: Type.Enum(OPERATION_TYPES.filter((type) => type !== 'NFC_CHARGE')),
     amount: PositiveAmount,
-    currency: Type.Optional(Currency),
+    currency: Type.Optional(CurrencyOrDefault),
     metadata: Type.Optional(Metadata),
   },
   { additionalProperties: false },

@@ -43,6 +43,25 @@ export function isAllowedTransition(from: IntentStatus | null, to: IntentStatus)
 }
 
 /**
+ * Where each status stands in the order every move goes up: the length of the longest trail that
+ * reaches it through ALLOWED_TRANSITIONS. Every allowed step therefore climbs, so a status seen
+ * after a higher one of the same intent is a late message about a step it already passed (the
+ * live stream and `payorch watch` drop it). SETTLING, which no transition enters (R7), ranks -1:
+ * no trail holds it.
+ */
+export const STATUS_RANK: Readonly<Record<IntentStatus, number>> = rankStatuses();
+
+function rankStatuses(): Record<IntentStatus, number> {
+  const rank = Object.fromEntries(INTENT_STATUSES.map((status) => [status, -1])) as Record<IntentStatus, number>;
+  // Longest paths in a graph without circles: as many rounds as there are statuses settle every one.
+  for (const _ of INTENT_STATUSES) {
+    for (const { from, to } of ALLOWED_TRANSITIONS) rank[to] = Math.max(rank[to], from === null ? 0 : rank[from] + 1);
+  }
+  for (const { from, to } of ALLOWED_TRANSITIONS) assert.ok(from === null || rank[to] > rank[from], `${from} → ${to} must climb`);
+  return rank;
+}
+
+/**
  * Throws unless `trail` leads from `from` to `to` one allowed step at a time: what every writer
  * of intent state checks before it writes (a bug, never an input error).
  */

@@ -5,6 +5,7 @@ import { type FeeEngine, FeeEvaluationError } from '../../../domain/rules/fees/i
 import { Money, responses } from '../../schemas/shared.js';
 import { FeeSplit } from '../../schemas/intents.js';
 import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';
+import { Currency } from '../../../domain/wire-types.js';
 
 export function feeDryRunRoutes(app: App, deps: { fees: FeeEngine }) {
   app.post(
@@ -23,7 +24,7 @@ export function feeDryRunRoutes(app: App, deps: { fees: FeeEngine }) {
               {
                 operationType: Type.String({ minLength: 1, maxLength: 50 }),
                 amount: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }),
-                currency: Type.String({ minLength: 3, maxLength: 3 }),
+                currency: Currency,
                 metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { default: {} })),
               },
               { additionalProperties: false },

@@ -11,6 +11,7 @@ import {
 } from '../../../domain/intents/store/intent-listing.js';
 import { findIntent, type Intent, listEvents } from '../../../domain/intents/store/intent-store.js';
 import { CHANNELS, INTENT_STATUSES, OPERATION_TYPES } from '../../../domain/model.js';
+import { ServiceId } from '../../../domain/wire-types.js';
 import { responses, Uuid } from '../../schemas/shared.js';
 import { intentView } from '../intents.js';
 import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';
@@ -24,7 +25,7 @@ const ListQuery = Type.Object(
     status: Type.Optional(Type.Enum(INTENT_STATUSES)),
     operationType: Type.Optional(Type.Enum(OPERATION_TYPES)),
     channel: Type.Optional(Type.Enum(CHANNELS)),
-    serviceId: Type.Optional(Type.String({ minLength: 1, maxLength: 50 })),
+    serviceId: Type.Optional(ServiceId),
     createdFrom: Type.Optional(Type.String({ format: 'date-time', description: 'inclusive, ISO 8601' })),
     createdTo: Type.Optional(Type.String({ format: 'date-time', description: 'exclusive, ISO 8601' })),
     cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'nextCursor of the previous page' })),

@@ -1,7 +1,7 @@
 import Type from 'typebox';
 import type { App } from '../../typed-app.js';
 import type { Database } from '../../../adapters/database.js';
-import { ServiceIdParams } from '../../../domain/auth/service-keys.js';
+import { ServiceId } from '../../../domain/wire-types.js';
 import { DEAD_PAGE_DEFAULT, listDeadDeliveries, redeliverDead } from '../../../domain/events/webhooks/dead-deliveries.js';
 import { NullableTimestamp, responses, Timestamp, Uuid } from '../../schemas/shared.js';
 import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';
@@ -12,7 +12,7 @@ const FeedCursor = Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-
 
 const DeadQuery = Type.Object(
   {
-    serviceId: Type.Optional(ServiceIdParams.properties.serviceId),
+    serviceId: Type.Optional(ServiceId),
     limit: Type.Integer({ minimum: 1, maximum: LIST_PAGE_MAX, default: DEAD_PAGE_DEFAULT }),
     offset: Type.Integer({ minimum: 0, maximum: 1_000_000_000, default: 0 }),
   },

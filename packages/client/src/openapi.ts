@@ -783,7 +783,7 @@ export interface components {
             readonly operationType: components["schemas"]["OperationType"];
             /** @description satang */
             readonly amount: number;
-            /** @description default THB */
+            /** @description ISO 4217, three upper-case letters; default THB */
             readonly currency?: string;
             /** @description default {} */
             readonly metadata?: {
@@ -806,6 +806,7 @@ export interface components {
             readonly status: components["schemas"]["IntentStatus"];
             readonly channel: components["schemas"]["Channel"];
             readonly amount?: components["schemas"]["Money"];
+            /** @description ISO 4217, three upper-case letters */
             readonly currency?: string;
             readonly preFeeAmount: components["schemas"]["Money"];
             readonly postFeeAmount: components["schemas"]["Money"];
@@ -830,6 +831,7 @@ export interface components {
             readonly operationType: components["schemas"]["OperationType"];
             readonly channel: components["schemas"]["Channel"];
             readonly amount: components["schemas"]["Money"];
+            /** @description ISO 4217, three upper-case letters */
             readonly currency: string;
             readonly preFeeAmount: components["schemas"]["Money"];
             readonly postFeeAmount: components["schemas"]["Money"];
@@ -871,7 +873,7 @@ export interface components {
             readonly operationType: "P2P_TRANSFER" | "PSPX_WITHDRAWAL" | "THAI_QR_PAY" | "WITHDRAWAL" | "QP_TOPUP" | "MINIAPP_CHARGE" | "MINIAPP_CREDIT" | "SERVICE_DEPOSIT" | "ADMIN_TRANSFER" | "INVOICE_PAYMENT";
             /** @description satang */
             readonly amount: number;
-            /** @description default THB */
+            /** @description ISO 4217, three upper-case letters; default THB */
             readonly currency?: string;
             /** @description default {} */
             readonly metadata?: {
@@ -957,6 +959,7 @@ export interface components {
         readonly Balance: {
             readonly accountName: string;
             readonly balance: components["schemas"]["Money"];
+            /** @description ISO 4217, three upper-case letters */
             readonly currency: string;
             /** @description the instant asked for, as given (balance at a time, docs/rules.md R58) */
             readonly at?: string;
@@ -969,6 +972,7 @@ export interface components {
             readonly direction: "DEBIT" | "CREDIT";
             readonly amount: components["schemas"]["Money"];
             readonly feeAmount: components["schemas"]["Money"];
+            /** @description ISO 4217, three upper-case letters */
             readonly currency: string;
             /**
              * Format: date-time
@@ -979,6 +983,27 @@ export interface components {
         };
         readonly Transactions: {
             readonly transactions: readonly components["schemas"]["Transaction"][];
+        };
+        readonly Statement: {
+            readonly accountName: string;
+            /** @description ISO 4217, three upper-case letters */
+            readonly currency: string;
+            readonly from: string;
+            readonly to: string;
+            readonly openingBalance: components["schemas"]["Money"];
+            readonly closingBalance: components["schemas"]["Money"];
+            readonly entries: readonly components["schemas"]["StatementEntry"][];
+        };
+        readonly StatementEntry: {
+            /** @description the posting time, ISO 8601 UTC to the microsecond */
+            readonly at: string;
+            readonly intentId: string | null;
+            readonly refundId: string | null;
+            readonly operationType: components["schemas"]["OperationType"] | null;
+            readonly direction: "DEBIT" | "CREDIT";
+            readonly amount: components["schemas"]["Money"];
+            readonly feeAmount: components["schemas"]["Money"];
+            readonly balanceAfter: components["schemas"]["Money"];
         };
         readonly IppsRegistrationRequest: {
             readonly externalUserId: string;
@@ -1013,6 +1038,7 @@ export interface components {
             readonly merchantId?: number;
             /** @description minor units (satang), digits only */
             readonly amount: string;
+            /** @description ISO 4217, three upper-case letters */
             readonly currency: string;
             readonly channel: string;
             readonly appId: string;
@@ -1056,6 +1082,7 @@ export interface components {
             readonly status: components["schemas"]["IntentStatus"];
             readonly pspState: string | null;
             readonly amount: components["schemas"]["Money"];
+            /** @description ISO 4217, three upper-case letters */
             readonly currency: string;
             readonly preFeeAmount: components["schemas"]["Money"];
             readonly postFeeAmount: components["schemas"]["Money"];
@@ -1091,6 +1118,7 @@ export interface components {
             readonly ledgerAccountId: string;
             readonly accountType: string;
             readonly userId: number | null;
+            /** @description ISO 4217, three upper-case letters */
             readonly currency: string;
             readonly balance: components["schemas"]["Money"];
             readonly transactions: readonly components["schemas"]["Transaction"][];
@@ -1245,7 +1273,7 @@ export interface components {
             readonly limitType: "AMOUNT" | "COUNT";
             /** @description satang for AMOUNT, intents for COUNT, as a decimal string */
             readonly limit: string;
-            /** @description default THB */
+            /** @description ISO 4217, three upper-case letters; default THB */
             readonly currency: string;
             /** @description default true; inactive records are ignored */
             readonly active: boolean;
@@ -1270,7 +1298,7 @@ export interface components {
             readonly limitType: "AMOUNT" | "COUNT";
             /** @description satang for AMOUNT, intents for COUNT */
             readonly limit: number;
-            /** @description default THB */
+            /** @description ISO 4217, three upper-case letters; default THB */
             readonly currency?: string;
             /** @description default true; inactive records are ignored */
             readonly active?: boolean;
@@ -1290,7 +1318,7 @@ export interface components {
             readonly limitType?: "AMOUNT" | "COUNT";
             /** @description satang for AMOUNT, intents for COUNT */
             readonly limit?: number;
-            /** @description default THB */
+            /** @description ISO 4217, three upper-case letters; default THB */
             readonly currency?: string;
             /** @description default true; inactive records are ignored */
             readonly active?: boolean;
@@ -1304,6 +1332,7 @@ export interface components {
                 readonly amount_lt?: number;
                 readonly amount_gte?: number;
                 readonly amount_lte?: number;
+                /** @description ISO 4217, three upper-case letters */
                 readonly currency?: string;
                 readonly daily_cumulative_gte?: number;
                 readonly new_payee?: boolean;
@@ -1336,6 +1365,7 @@ export interface components {
                 readonly amount_lt?: number;
                 readonly amount_gte?: number;
                 readonly amount_lte?: number;
+                /** @description ISO 4217, three upper-case letters */
                 readonly currency?: string;
                 readonly daily_cumulative_gte?: number;
                 readonly new_payee?: boolean;
@@ -1358,6 +1388,7 @@ export interface components {
                 readonly amount_lt?: number;
                 readonly amount_gte?: number;
                 readonly amount_lte?: number;
+                /** @description ISO 4217, three upper-case letters */
                 readonly currency?: string;
                 readonly daily_cumulative_gte?: number;
                 readonly new_payee?: boolean;
@@ -2059,30 +2090,7 @@ export interface operations {
                     readonly [name: string]: unknown;
                 };
                 content: {
-                    readonly "application/json": {
-                        readonly accountName: string;
-                        readonly currency: string;
-                        readonly from: string;
-                        readonly to: string;
-                        /** @description amount in satang, as a decimal string */
-                        readonly openingBalance: string;
-                        /** @description amount in satang, as a decimal string */
-                        readonly closingBalance: string;
-                        readonly entries: readonly {
-                            /** @description the posting time, ISO 8601 UTC to the microsecond */
-                            readonly at: string;
-                            readonly intentId: string | null;
-                            readonly refundId: string | null;
-                            readonly operationType: ("P2P_TRANSFER" | "PSPX_WITHDRAWAL" | "THAI_QR_PAY" | "WITHDRAWAL" | "QP_TOPUP" | "MINIAPP_CHARGE" | "MINIAPP_CREDIT" | "SERVICE_DEPOSIT" | "ADMIN_TRANSFER" | "INVOICE_PAYMENT" | "NFC_CHARGE") | null;
-                            readonly direction: "DEBIT" | "CREDIT";
-                            /** @description amount in satang, as a decimal string */
-                            readonly amount: string;
-                            /** @description amount in satang, as a decimal string */
-                            readonly feeAmount: string;
-                            /** @description amount in satang, as a decimal string */
-                            readonly balanceAfter: string;
-                        }[];
-                    };
+                    readonly "application/json": components["schemas"]["Statement"];
                     readonly "text/csv": string;
                     readonly "application/xml": string;
                 };
@@ -2209,30 +2217,7 @@ export interface operations {
                     readonly [name: string]: unknown;
                 };
                 content: {
-                    readonly "application/json": {
-                        readonly accountName: string;
-                        readonly currency: string;
-                        readonly from: string;
-                        readonly to: string;
-                        /** @description amount in satang, as a decimal string */
-                        readonly openingBalance: string;
-                        /** @description amount in satang, as a decimal string */
-                        readonly closingBalance: string;
-                        readonly entries: readonly {
-                            /** @description the posting time, ISO 8601 UTC to the microsecond */
-                            readonly at: string;
-                            readonly intentId: string | null;
-                            readonly refundId: string | null;
-                            readonly operationType: ("P2P_TRANSFER" | "PSPX_WITHDRAWAL" | "THAI_QR_PAY" | "WITHDRAWAL" | "QP_TOPUP" | "MINIAPP_CHARGE" | "MINIAPP_CREDIT" | "SERVICE_DEPOSIT" | "ADMIN_TRANSFER" | "INVOICE_PAYMENT" | "NFC_CHARGE") | null;
-                            readonly direction: "DEBIT" | "CREDIT";
-                            /** @description amount in satang, as a decimal string */
-                            readonly amount: string;
-                            /** @description amount in satang, as a decimal string */
-                            readonly feeAmount: string;
-                            /** @description amount in satang, as a decimal string */
-                            readonly balanceAfter: string;
-                        }[];
-                    };
+                    readonly "application/json": components["schemas"]["Statement"];
                     readonly "text/csv": string;
                     readonly "application/xml": string;
                 };
@@ -7381,6 +7366,7 @@ export interface operations {
                     readonly context: {
                         readonly operationType: string;
                         readonly amount: number;
+                        /** @description ISO 4217, three upper-case letters */
                         readonly currency: string;
                         /** @default {} */
                         readonly metadata?: {
@@ -7929,6 +7915,7 @@ export interface operations {
                             readonly statusFrom: string | null;
                             readonly statusTo: string;
                             readonly amount: components["schemas"]["Money"];
+                            /** @description ISO 4217, three upper-case letters */
                             readonly currency: string;
                             /** Format: date-time */
                             readonly occurredAt: string;
@@ -8180,6 +8167,7 @@ export interface operations {
                         readonly status: components["schemas"]["IntentStatus"];
                         readonly pspState: string | null;
                         readonly amount: components["schemas"]["Money"];
+                        /** @description ISO 4217, three upper-case letters */
                         readonly currency: string;
                         readonly preFeeAmount: components["schemas"]["Money"];
                         readonly postFeeAmount: components["schemas"]["Money"];
