@@ -167,22 +167,103 @@ LANGUAGE sql IMMUTABLE AS $$
    WHERE d.first_of_id < d.idx OR (d.resolves AND d.first_resolve < d.idx)
 $$;
 
+-- Refusals for funds decided from the plan, without running them: a new transfer, alone in its
+-- chain, that debits a debits-must-not-exceed-credits account beyond what that account could hold
+-- at its place in the batch whichever earlier events apply (every earlier release and credit
+-- posted counted, no earlier debit). Event by event it would read 'exceeds_credits' there
+-- (ledger_apply_transfer: every other check passes, its id is not stored, and its credit account
+-- has no limit to answer first), and the chains that resolve it 'pending_transfer_not_found' on
+-- their first event and 'linked_event_failed' on the rest. None of them writes anything, so the rest
+-- of the batch applies as if they were not in it: they are answered here and left out of the plan,
+-- instead of cutting the batch and planning its rest again (docs/design.md#hot-decided-refusals).
+-- Conservative: an event it cannot decide so (in a chain, an id stored, a resolve of it that is
+-- not first in its chain or that is itself resolved) is left to the plan's own refusal. Needs a
+-- plan with one row per event (no id or resolve repeated). The answers, by the plan's indexes.
+CREATE OR REPLACE FUNCTION ledger_plan_decided_refusals(p_plan ledger_planned_transfer[], p_unapplied integer[])
+RETURNS TABLE (idx integer, result text)
+LANGUAGE sql STABLE AS $$
+  WITH p AS (
+    -- The chain an event belongs to: how many chains ended before it.
+    SELECT e.*, coalesce(count(*) FILTER (WHERE NOT ledger_is_linked(e.flags))
+                           OVER (ORDER BY e.idx ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS chain
+      FROM unnest(p_plan) AS e
+  ),
+  chains AS (
+    SELECT p.chain, min(p.idx) AS first, count(*) AS members,
+           count(*) FILTER (WHERE ledger_resolves_pending(p.flags)) AS resolves,
+           ledger_is_linked((array_agg(p.flags ORDER BY p.idx DESC))[1]) AS open
+      FROM p GROUP BY p.chain
+  ),
+  m AS (SELECT * FROM ledger_plan_movements(p_plan)),
+  guarded AS (
+    SELECT a.id, b.debits_pending + b.debits_posted - b.credits_posted AS exposure
+      FROM ledger_accounts a
+      JOIN ledger_balances b ON b.account_id = a.id AND b.shard = 0
+     WHERE a.id = ANY (ARRAY(SELECT DISTINCT m.account_id FROM m)) AND ledger_debits_must_not_exceed_credits(a.flags)
+  ),
+  -- The least exposure a new transfer's debit can meet: an earlier event counts only when it
+  -- lowers it: a credit posted, or the release of a stored reservation (all of it: an expiry
+  -- releases what a post would partly post). A reservation made earlier in the batch and resolved
+  -- before this transfer raises the exposure by at least what its resolve releases, so neither counts.
+  least_exposure AS (
+    SELECT m.idx, g.exposure + m.dp + m.dpo
+             + coalesce(sum(CASE WHEN ledger_resolves_pending(e.flags) AND NOT e.resolves_stored THEN 0 ELSE least(m.dp, 0) END
+                            + least(m.dpo, 0) - greatest(m.cpo, 0))
+                          OVER (PARTITION BY m.account_id ORDER BY m.idx ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
+             AS exposure, m.checks_debits
+      FROM m JOIN guarded g ON g.id = m.account_id JOIN p e ON e.idx = m.idx
+  ),
+  candidates AS (
+    SELECT p.idx, p.id FROM p
+      JOIN least_exposure x ON x.idx = p.idx AND x.checks_debits AND x.exposure > 0
+      JOIN chains c ON c.chain = p.chain AND c.members = 1 AND NOT c.open
+      JOIN ledger_accounts credited ON credited.id = p.credit_account_id
+     WHERE p.idx <> ALL (p_unapplied) AND NOT ledger_credits_must_not_exceed_debits(credited.flags)
+       AND NOT EXISTS (SELECT 1 FROM ledger_transfers t WHERE t.id = p.id)
+  ),
+  dependents AS (
+    SELECT c.idx AS refused, d.idx, d.id, d.chain FROM candidates c
+      JOIN p d ON ledger_resolves_pending(d.flags) AND d.pending_id = c.id
+  ),
+  decided AS (
+    SELECT c.idx FROM candidates c
+     WHERE NOT EXISTS (
+       SELECT 1 FROM dependents d JOIN chains ch ON ch.chain = d.chain
+        WHERE d.refused = c.idx
+          AND (ch.first <> d.idx OR ch.open OR ch.resolves > 1 OR d.idx = ANY (p_unapplied)
+               OR EXISTS (SELECT 1 FROM ledger_transfers t WHERE t.id = d.id)
+               OR EXISTS (SELECT 1 FROM p member JOIN p o ON ledger_resolves_pending(o.flags) AND o.pending_id = member.id
+                           WHERE member.chain = d.chain)))
+  )
+  SELECT c.idx, 'exceeds_credits' FROM decided c
+  UNION ALL
+  SELECT member.idx, CASE WHEN member.idx = d.idx THEN 'pending_transfer_not_found' ELSE 'linked_event_failed' END
+    FROM decided c JOIN dependents d ON d.refused = c.idx JOIN p member ON member.chain = d.chain
+$$;
+
 -- The batch as it would be stored, and the first event from which it does not apply as planned
 -- (NULL when it all does): one refused (ledger_plan_events), repeating an id or a resolve (those
 -- read 'exists' or already posted, event by event), breaking a limit, or the last of a chain left
 -- open. Every event before that one applies as planned; the plan of the events after it is not
 -- exact (it counts the movements of the refused, and a post of a refused reservation reads as
--- applying). An event already stored is found by ledger_write_plan. (The function that answered
--- the plan or NULL is dropped.)
+-- applying). An event already stored is found by ledger_write_plan. decided: the answers of the
+-- refusals ledger_plan_decided_refusals decides ([{index, result}], by index), which are left out
+-- of the plan and of refused_at; worked out only when the batch does not apply in full, so a batch
+-- that does pays nothing for it. (The function that answered the plan or NULL is dropped, and this
+-- one's earlier version without decided.)
 DROP FUNCTION IF EXISTS ledger_plan_batch(jsonb, timestamptz);
-CREATE OR REPLACE FUNCTION ledger_plan_until_refusal(p_batch jsonb, p_now timestamptz,
-                                                     OUT plan ledger_planned_transfer[], OUT refused_at integer)
+DROP FUNCTION IF EXISTS ledger_plan_until_refusal(jsonb, timestamptz);
+CREATE FUNCTION ledger_plan_until_refusal(p_batch jsonb, p_now timestamptz, OUT plan ledger_planned_transfer[],
+                                          OUT refused_at integer, OUT decided jsonb)
 LANGUAGE plpgsql AS $$
 DECLARE
   v_count integer := jsonb_array_length(p_batch);
   v_once boolean;
+  v_unapplied integer[];
+  v_left_out integer[];
 BEGIN
-  SELECT min(p.idx) FILTER (WHERE p.applies IS NOT TRUE),
+  decided := '[]';
+  SELECT coalesce(array_agg(p.idx) FILTER (WHERE p.applies IS NOT TRUE), '{}'),
          count(DISTINCT p.id) = count(*) AND count(*) = v_count
            AND count(DISTINCT p.pending_id) FILTER (WHERE p.resolves) = count(p.pending_id) FILTER (WHERE p.resolves),
          array_agg(ROW(
@@ -190,8 +271,9 @@ BEGIN
            p.ledger, p.code, p.flags, p.pending_status, p.released, p.resolves_stored,
            ledger_pending_delta(p.flags, p.amount, p.released), ledger_posted_delta(p.flags, p.amount)
          )::ledger_planned_transfer ORDER BY p.idx)
-    INTO refused_at, v_once, plan
+    INTO v_unapplied, v_once, plan
     FROM ledger_plan_events(p_batch, p_now) AS p;
+  refused_at := (SELECT min(u) FROM unnest(v_unapplied) AS u);
   IF ledger_is_linked(ledger_event_flags(p_batch->-1)) THEN
     refused_at := least(refused_at, v_count - 1);
   END IF;
@@ -199,7 +281,33 @@ BEGIN
     refused_at := least(refused_at, ledger_plan_first_repeat(plan));
   END IF;
   refused_at := least(refused_at, ledger_plan_first_over_limit(plan));
+  IF refused_at IS NULL OR NOT v_once THEN
+    RETURN;
+  END IF;
+
+  SELECT coalesce(jsonb_agg(jsonb_build_object('index', d.idx, 'result', d.result) ORDER BY d.idx), '[]'), array_agg(d.idx)
+    INTO decided, v_left_out
+    FROM ledger_plan_decided_refusals(plan, v_unapplied) AS d;
+  IF v_left_out IS NULL THEN
+    RETURN;
+  END IF;
+  plan := ARRAY(SELECT ROW(p.*)::ledger_planned_transfer FROM unnest(plan) AS p WHERE p.idx <> ALL (v_left_out) ORDER BY p.idx);
+  -- Decided chains are closed, so a chain left open is still the batch's last.
+  refused_at := (SELECT min(u) FROM unnest(v_unapplied) AS u WHERE u <> ALL (v_left_out));
+  IF ledger_is_linked(ledger_event_flags(p_batch->-1)) THEN
+    refused_at := least(refused_at, v_count - 1);
+  END IF;
+  refused_at := least(refused_at, ledger_plan_first_over_limit(plan));
 END $$;
+
+-- The decided answers (ledger_plan_until_refusal's decided) of a batch planned from p_offset on,
+-- moved to the whole batch's indexes, those below p_end only.
+CREATE OR REPLACE FUNCTION ledger_decided_below(p_decided jsonb, p_offset integer, p_end integer) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT coalesce(jsonb_agg(jsonb_build_object('index', (d.x->>'index')::integer + p_offset, 'result', d.x->'result') ORDER BY d.ord), '[]')
+    FROM jsonb_array_elements(p_decided) WITH ORDINALITY AS d (x, ord)
+   WHERE (d.x->>'index')::integer + p_offset < p_end
+$$;
 
 -- The plan of a batch's first p_end events on their own, cut from the plan of a longer batch that
 -- applies as planned up to p_end at least. Only a reservation's stored status depends on later

@@ -88,6 +88,7 @@ DECLARE
   v_replans integer := 0;
   v_plan ledger_planned_transfer[];
   v_refused_at integer;
+  v_decided jsonb;
   v_start integer;
   v_end integer;
   v_run record;
@@ -97,9 +98,11 @@ BEGIN
   END IF;
   PERFORM ledger_lock_for_transfers(p_batch);
   LOOP
-    SELECT p.plan, p.refused_at INTO v_plan, v_refused_at FROM ledger_plan_until_refusal(v_rest, v_now) AS p;
+    SELECT p.plan, p.refused_at, p.decided INTO v_plan, v_refused_at, v_decided
+      FROM ledger_plan_until_refusal(v_rest, v_now) AS p;
     IF v_refused_at IS NULL THEN
       IF ledger_write_plan(v_plan, v_rest, v_now) THEN
+        v_results := v_results || ledger_decided_below(v_decided, v_from, v_count);
         EXIT;
       END IF;
       v_start := v_from;
@@ -116,6 +119,8 @@ BEGIN
       ELSIF v_end < v_count - 1 AND v_replans >= ledger_replans_max() THEN
         v_end := v_count - 1;
       END IF;
+      -- The refusals decided before the cut hold whatever the rest does; those after it are decided again.
+      v_results := v_results || ledger_decided_below(v_decided, v_from, v_start);
     END IF;
 
     LOOP

@@ -132,7 +132,7 @@ interface TransferRow {
 }
 
 /** The JSON event the SQL function reads: snake_case, amounts as strings (int8 exceeds a double). */
-function toTransferEvent(transfer: TransferInput): Record<string, string | number | null> {
+export function toTransferEvent(transfer: TransferInput): Record<string, string | number | null> {
   assertUuid(transfer.id, 'id');
   for (const [name, id] of [
     ['debitAccountId', transfer.debitAccountId],
