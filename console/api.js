@@ -17,6 +17,10 @@ const TOKEN_KEY = 'payorch.adminToken';
 /** @typedef {import('@payorch/client').AuditViolation} AuditViolation */
 /** @typedef {import('@payorch/client').AuditResult} AuditAnswer */
 /** @typedef {import('@payorch/client').DeadWebhook} DeadWebhook */
+/** @typedef {import('@payorch/client').AdminRefunds} AdminRefunds */
+/** @typedef {import('@payorch/client').ConsoleStatus} ConsoleStatus */
+/** @typedef {import('@payorch/client').ReconciliationRun} ReconciliationRun */
+/** @typedef {import('@payorch/client').ReconciliationRunSummary} ReconciliationRunSummary */
 
 export const readToken = () => sessionStorage.getItem(TOKEN_KEY);
 /** @param {string} token */

@@ -1,5 +1,5 @@
 // The operator console: a token gate, then five sections picked by the URL hash (#/intents,
-// #/review, #/accounts, #/audit, #/webhooks). The hash carries only ids and account names, never the token.
+// #/review, #/accounts, #/audit, #/webhooks, #/reconciliation). The hash carries only ids and account names, never the token.
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api, forgetToken, readToken, saveToken, whenUnauthorized } from './api.js';
@@ -8,6 +8,7 @@ import { AuditStatus } from './audit.js';
 import { ErrorNote, withValue } from './format.js';
 import { html } from './html.js';
 import { IntentDetail, IntentList } from './intents.js';
+import { Reconciliation } from './reconciliation.js';
 import { ReviewQueue } from './review.js';
 import { DeadWebhooks } from './webhooks.js';
 
@@ -17,6 +18,7 @@ const SECTIONS = [
   { path: 'accounts', label: 'Accounts' },
   { path: 'audit', label: 'Invariant audit' },
   { path: 'webhooks', label: 'Dead webhooks' },
+  { path: 'reconciliation', label: 'Reconciliation' },
 ];
 
 /** @typedef {{ section: string, arg: string | null }} Route */
@@ -47,6 +49,13 @@ function TokenForm({ onAccepted }) {
   const [token, setToken] = useState('');
   const [error, setError] = useState(/** @type {unknown} */ (null));
   const [busy, setBusy] = useState(false);
+  const [status, setStatus] = useState(/** @type {import('./api.js').ConsoleStatus | null} */ (null));
+  // Asked before the operator types anything: a server without ADMIN_TOKEN can accept no token at all.
+  useEffect(() => {
+    fetch('/console/status', { cache: 'no-store' })
+      .then((response) => (response.ok ? response.json() : null))
+      .then(setStatus, () => setStatus(null));
+  }, []);
   /** @param {SubmitEvent} event */
   const submit = async (event) => {
     event.preventDefault();
@@ -66,6 +75,13 @@ function TokenForm({ onAccepted }) {
   return html`
     <main class="sign-in">
       <h1>payorch console</h1>
+      ${
+        status?.adminTokenConfigured === false
+          ? html`<p class="error" role="alert" id="no-admin-token">
+              This server has no ADMIN_TOKEN, so no token can open the console: restart it with ADMIN_TOKEN set in its environment.
+            </p>`
+          : null
+      }
       <form onSubmit=${submit}>
         <label for="admin-token">Admin token</label>
         <input id="admin-token" type="password" autocomplete="off" required value=${token} onInput=${withValue(setToken)} />
@@ -89,6 +105,8 @@ function Section({ route }) {
       return html`<${AuditStatus} />`;
     case 'webhooks':
       return html`<${DeadWebhooks} />`;
+    case 'reconciliation':
+      return html`<${Reconciliation} runId=${route.arg} />`;
     default:
       throw new Error(`unknown section ${route.section}`);
   }

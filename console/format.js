@@ -23,12 +23,12 @@ export function money(satang, currency = 'THB') {
 /** @param {string | null | undefined} iso */
 export const time = (iso) => (iso ? `${iso.slice(0, 10)} ${iso.slice(11, 19)}Z` : '');
 
-/** A list's column: the first 8 characters; the link's title and the intent's page show the whole id. */
-/** @param {string} id */
-export const shortId = (id) => id.slice(0, 8);
-
-/** @param {string} id */
-export const intentLink = (id) => html`<a href=${`#/intents/${id}`} title=${id}><code>${shortId(id)}</code></a>`;
+/**
+ * The whole id, never a prefix: operators paste ids into logs, the CLI and support tickets, and a
+ * prefix matches nothing there. Selecting the code element selects the whole id for copying.
+ * @param {string} id
+ */
+export const intentLink = (id) => html`<a href=${`#/intents/${id}`}><code class="id">${id}</code></a>`;
 /** @param {string | null} name */
 export const accountLink = (name) => (name ? html`<a href=${`#/accounts/${encodeURIComponent(name)}`}>${name}</a>` : '—');
 

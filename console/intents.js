@@ -4,6 +4,7 @@ import { api, queryString } from './api.js';
 import { accountLink, ErrorNote, intentLink, isFinal, money, statusBadge, time, withValue } from './format.js';
 import { html } from './html.js';
 import { CHANNELS, INTENT_STATUSES, OPERATION_TYPES } from './model.js';
+import { IntentRefunds } from './refunds.js';
 import { ResolveForm } from './resolve.js';
 
 /** @typedef {import('./api.js').AdminIntent} AdminIntent */
@@ -230,6 +231,7 @@ export function IntentDetail({ id }) {
     <${ErrorNote} error=${error} />
     ${intent.status === 'MANUAL_REVIEW' ? html`<section aria-label="Resolve"><h3>Resolve</h3><${ResolveForm} intent=${intent} onResolved=${reload} /></section>` : null}
     <${Facts} intent=${intent} />
+    <${IntentRefunds} intent=${intent} />
     <${Timeline} events=${intent.events} />
     <details><summary>Metadata</summary><pre>${JSON.stringify(intent.metadata, null, 2)}</pre></details>`;
 }

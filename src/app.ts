@@ -179,6 +179,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   adminIntentRoutes(app, { db: deps.db });
   adminResolveRoutes(app, { db: deps.db, publisher: intentDeps.publisher });
   adminReconciliationRoutes(app, { db: deps.db, publisher: intentDeps.publisher, pspx: deps.pspx, log: app.log });
-  await consoleRoutes(app, { db: deps.db, ledger: deps.ledger });
+  await consoleRoutes(app, { db: deps.db, ledger: deps.ledger, adminTokenConfigured: deps.config.adminToken !== undefined });
   return app;
 }

@@ -9,7 +9,16 @@ import { Permissions, ServiceKey, ServiceKeyInputs } from '../domain/auth/servic
 import { IntentBody, QuoteBody } from '../domain/intents/create/intent-request.js';
 import { ChannelSchema, IntentStatusSchema, Money, OperationTypeSchema } from '../domain/wire-types.js';
 import { Account, Balance, CreateAccountBody, EntityAccount, EntityAccounts, Registration, Transactions } from './schemas/accounts.js';
-import { AdminAccount, AdminIntent, AdminIntentPage, AuditResponse, ResolveBody, ResolveResponse } from './schemas/admin.js';
+import {
+  AdminAccount,
+  AdminIntent,
+  AdminIntentPage,
+  AdminRefunds,
+  AuditResponse,
+  ConsoleStatus,
+  ResolveBody,
+  ResolveResponse,
+} from './schemas/admin.js';
 import { HealthKo, HealthOk } from './schemas/health.js';
 import { FeeSplit, IntentCreated, IntentEvents, IntentEventView, IntentView, Quote } from './schemas/intents.js';
 import { CancelBody, CancelResult, ConfirmBody, ConfirmResult } from './schemas/invoices.js';
@@ -67,6 +76,8 @@ export const COMPONENT_SCHEMAS: Readonly<Record<string, TSchema>> = {
   HealthKo,
   AdminIntent,
   AdminIntentPage,
+  AdminRefunds,
+  ConsoleStatus,
   AdminAccount,
   ResolveRequest: ResolveBody,
   ResolveResult: ResolveResponse,

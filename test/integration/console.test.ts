@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ALLOWED_TRANSITIONS } from '../../src/domain/intents/store/state-machine.js';
@@ -5,6 +6,7 @@ import { CHANNELS, FINAL_STATUSES, INTENT_STATUSES, OPERATION_TYPES } from '../.
 import { NO_ADMIN_TOKEN_MESSAGE } from '../../src/http/plugins/auth.js';
 import { importMapHash } from '../../src/http/routes/console.js';
 import { startTestApp, type TestApp } from '../support/app.js';
+import { expectLedgerInvariants } from '../support/invariants.js';
 import { createUser, topUp } from '../support/payments.js';
 
 const consoleFile = (name: string) => readFileSync(new URL(`../../console/${name}`, import.meta.url), 'utf8');
@@ -71,6 +73,8 @@ describe('GET /console and its files (unsigned, docs/rules.md R37)', () => {
       'accounts.js',
       'audit.js',
       'webhooks.js',
+      'reconciliation.js',
+      'refunds.js',
     ];
     for (const name of modules) {
       const res = await get(`/console/${name}`);
@@ -154,4 +158,111 @@ describe('the other admin routes the console calls refuse a missing token', () =
       expect((await get(url, ADMIN)).statusCode).toBe(200);
     },
   );
+});
+
+describe('GET /console/status (what the sign-in form says before any token is typed)', () => {
+  it('says whether ADMIN_TOKEN is set, without a token and without the token itself', async () => {
+    const res = await get('/console/status');
+    expect([res.statusCode, res.json()]).toEqual([200, { adminTokenConfigured: true }]);
+    expect(res.body).not.toContain('test-admin-token');
+    const tokenless = await startTestApp({ env: { ADMIN_TOKEN: '' } });
+    try {
+      const answer = await tokenless.app.inject({ method: 'GET', url: '/console/status' });
+      expect([answer.statusCode, answer.json()]).toEqual([200, { adminTokenConfigured: false }]);
+    } finally {
+      await tokenless.close();
+    }
+  });
+
+  it('the sign-in form asks it before the operator signs in', () => {
+    expect(consoleFile('app.js')).toContain("fetch('/console/status'");
+  });
+});
+
+describe("GET /admin/intents/{id}/refunds (the intent page's refunds)", () => {
+  let intentId: string;
+  beforeAll(async () => {
+    await createUser(t, 802);
+    const paid = await t.call('POST', '/intents', {
+      user: 801,
+      body: {
+        idempotencyKey: randomUUID(),
+        operationType: 'P2P_TRANSFER',
+        amount: 4000,
+        recipientUserId: 802,
+        metadata: { tags: ['fee_exempt'] },
+      },
+    });
+    expect(paid.statusCode, paid.body).toBe(201);
+    intentId = paid.json().intentId;
+  });
+  afterAll(async () => expectLedgerInvariants(t.db));
+
+  it('no refunds yet: an empty list and nothing refunded', async () => {
+    const res = await get(`/admin/intents/${intentId}/refunds`, ADMIN);
+    expect([res.statusCode, res.json()]).toEqual([200, { refundedAmount: '0', refunds: [] }]);
+  });
+
+  it('lists every refund of any service with the settled sum, the same refundedAmount GET /intents/{id} gives', async () => {
+    for (const amount of [1000, 500]) {
+      const res = await t.call('POST', `/intents/${intentId}/refunds`, {
+        user: 77,
+        body: { idempotencyKey: randomUUID(), reason: 'customer asked', amount },
+      });
+      expect(res.statusCode, res.body).toBe(201);
+    }
+    const res = await get(`/admin/intents/${intentId}/refunds`, ADMIN);
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().refundedAmount).toBe('1500');
+    expect(res.json().refunds.map((r: { amount: string; status: string; intentId: string }) => [r.amount, r.status, r.intentId])).toEqual([
+      ['1000', 'SETTLED', intentId],
+      ['500', 'SETTLED', intentId],
+    ]);
+    expect((await t.call('GET', `/intents/${intentId}`)).json().refundedAmount).toBe('1500');
+  });
+
+  it('401 without the token, 403 for a signed key without admin, 404 for an unknown intent, 422 for a malformed id', async () => {
+    expect((await get(`/admin/intents/${intentId}/refunds`)).statusCode).toBe(401);
+    expect((await t.call('GET', `/admin/intents/${intentId}/refunds`, { service: 'wallet-api' })).statusCode).toBe(403);
+    const missing = await get(`/admin/intents/${randomUUID()}/refunds`, ADMIN);
+    expect([missing.statusCode, missing.json().error]).toEqual([404, 'NOT_FOUND']);
+    const malformed = await get('/admin/intents/not-a-uuid/refunds', ADMIN);
+    expect([malformed.statusCode, malformed.json().error]).toEqual([422, 'VALIDATION_ERROR']);
+  });
+
+  it('the intent page reads it', () => {
+    expect(consoleFile('refunds.js')).toContain('/admin/intents/${encodeURIComponent(intentId)}/refunds');
+    expect(consoleFile('intents.js')).toContain('<${IntentRefunds} intent=${intent} />');
+  });
+});
+
+describe('the reconciliation section', () => {
+  it('reads the runs and one run with its breaks through the admin token', async () => {
+    const created = await t.app.inject({
+      method: 'POST',
+      url: '/admin/reconciliation/runs',
+      headers: ADMIN,
+      payload: { date: '20250102' },
+    });
+    expect(created.statusCode, created.body).toBe(201);
+    const runId = created.json().runId;
+    const list = await get('/admin/reconciliation/runs?limit=100', ADMIN);
+    expect(list.statusCode).toBe(200);
+    expect(list.json().runs.map((run: { runId: string }) => run.runId)).toContain(runId);
+    const one = await get(`/admin/reconciliation/runs/${runId}`, ADMIN);
+    expect([one.statusCode, one.json().runId, Array.isArray(one.json().breaks)]).toEqual([200, runId, true]);
+    expect((await get('/admin/reconciliation/runs')).statusCode).toBe(401);
+    const source = consoleFile('reconciliation.js');
+    expect(source).toContain("useRead('/admin/reconciliation/runs?limit=100')");
+    expect(source).toContain('useRead(`/admin/reconciliation/runs/${encodeURIComponent(runId)}`)');
+    expect(consoleFile('app.js')).toContain("{ path: 'reconciliation', label: 'Reconciliation' }");
+  });
+});
+
+describe('intent ids in the list tables', () => {
+  it('are shown whole, never cut to a prefix', () => {
+    const format = consoleFile('format.js');
+    expect(format).toContain('<code class="id">${id}</code>');
+    expect(format).not.toMatch(/slice\(0, 8\)/);
+  });
 });

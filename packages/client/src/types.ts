@@ -112,6 +112,8 @@ export type AuditViolation = AuditResult['violations'][number];
 /** An intent as operators see it (GET /admin/intents): every service's, with its key and PSP state. */
 export type AdminIntent = Schemas['AdminIntent'];
 export type AdminIntentPage = Schemas['AdminIntentPage'];
+export type AdminRefunds = Schemas['AdminRefunds'];
+export type ConsoleStatus = Schemas['ConsoleStatus'];
 export type AdminIntentQuery = Query<'listAdminIntents'>;
 export type IntentFilter = Omit<AdminIntentQuery, 'cursor' | 'limit'>;
 export type FeeDryRunRequest = Body<'dryRunFeeExpression'>;

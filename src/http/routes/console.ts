@@ -12,6 +12,7 @@ import type { Ledger } from '../../ledger/ledger.js';
 import { apiError } from '../../domain/errors.js';
 import { ALLOWED_TRANSITIONS, PSP_SUB_STATES } from '../../domain/intents/store/state-machine.js';
 import { CHANNELS, FINAL_STATUSES, INTENT_STATUSES, OPERATION_TYPES } from '../../domain/model.js';
+import { ConsoleStatus } from '../schemas/admin.js';
 import { responses } from '../schemas/shared.js';
 import { adminAccountRoutes } from './admin/accounts.js';
 
@@ -33,6 +34,8 @@ const OWN_FILES = [
   'accounts.js',
   'audit.js',
   'webhooks.js',
+  'reconciliation.js',
+  'refunds.js',
 ] as const;
 
 /**
@@ -141,7 +144,10 @@ const asset = {
  * API's one console-only route, GET /admin/accounts/{name}. The files are read once at start: a
  * missing one stops the start instead of breaking the page later.
  */
-export async function consoleRoutes(app: App, deps: { readonly db: Database; readonly ledger: Ledger }): Promise<void> {
+export async function consoleRoutes(
+  app: App,
+  deps: { readonly db: Database; readonly ledger: Ledger; readonly adminTokenConfigured: boolean },
+): Promise<void> {
   const assets = await loadAssets();
   const index = assets.get('index.html');
   assert.ok(index !== undefined);
@@ -167,6 +173,20 @@ export async function consoleRoutes(app: App, deps: { readonly db: Database; rea
       },
     },
     async (_request, reply) => send(reply, index),
+  );
+  app.get(
+    '/console/status',
+    {
+      config: { auth: 'none' },
+      schema: {
+        tags: ['console'],
+        operationId: 'getConsoleStatus',
+        summary: 'What the console shows before sign-in: whether the server has an admin token (no signature)',
+        security: [],
+        response: { 200: ConsoleStatus },
+      },
+    },
+    async (_request, reply) => reply.headers(headers).send({ adminTokenConfigured: deps.adminTokenConfigured }),
   );
   app.get(
     '/console/:file',

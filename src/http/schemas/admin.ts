@@ -4,6 +4,7 @@ import { RESOLUTIONS } from '../../domain/intents/money/resolve-intent.js';
 import { OUTBOX_KINDS } from '../../domain/intents/store/outbox-jobs.js';
 import { INTENT_STATUSES } from '../../domain/model.js';
 import { ChannelSchema, Currency, IntentStatusSchema, OperationTypeSchema } from '../../domain/wire-types.js';
+import { RefundView } from '../../domain/refunds/refund-store.js';
 import { IntentEventView } from './intents.js';
 import { HistoryEntry, Money, NullableTimestamp, Timestamp, Uuid } from './shared.js';
 
@@ -95,6 +96,14 @@ export const AdminIntent = Type.Object({
 });
 
 export const AdminIntentPage = Type.Object({ intents: Type.Array(AdminIntent), nextCursor: NullableString });
+
+/** An intent's refunds for the operator, with the sum of the SETTLED ones (what GET /intents/{id} calls refundedAmount). */
+export const AdminRefunds = Type.Object({ refundedAmount: Money, refunds: Type.Array(RefundView) });
+
+/** What the console may know before its operator signs in: never a secret, only whether one is set. */
+export const ConsoleStatus = Type.Object({
+  adminTokenConfigured: Type.Boolean({ description: 'whether the server was started with ADMIN_TOKEN; the token itself is never exposed' }),
+});
 
 export const AdminIntentWithEvents = Type.Object({ ...AdminIntent.properties, events: Type.Array(IntentEventView) });
 

@@ -15,7 +15,8 @@ import { ServiceId } from '../../../domain/wire-types.js';
 import { responses, Uuid } from '../../schemas/shared.js';
 import { intentView } from '../intents.js';
 import { ADMIN_SECURITY } from '../../plugins/openapi-security.js';
-import { AdminIntentPage, AdminIntentWithEvents } from '../../schemas/admin.js';
+import { AdminIntentPage, AdminIntentWithEvents, AdminRefunds } from '../../schemas/admin.js';
+import { listRefunds, refundView } from '../../../domain/refunds/refund-store.js';
 
 const config = { auth: 'admin' as const };
 const tags = ['admin'];
@@ -115,6 +116,29 @@ export function adminIntentRoutes(app: App, deps: { readonly db: Database }): vo
       const intent = await findIntent(deps.db, request.params.id);
       if (intent === null) throw apiError('NOT_FOUND', 'intent not found');
       return { ...adminIntentView(intent), events: await listEvents(deps.db, intent.id) };
+    },
+  );
+
+  app.get(
+    '/admin/intents/:id/refunds',
+    {
+      config,
+      schema: {
+        tags,
+        security: ADMIN_SECURITY,
+        operationId: 'listAdminIntentRefunds',
+        summary: "Any intent's refunds, oldest first, with the sum of the settled ones",
+        params: Type.Object({ id: Uuid }),
+        response: responses({ 200: AdminRefunds }, ['NOT_FOUND']),
+      },
+    },
+    async (request) => {
+      const intent = await findIntent(deps.db, request.params.id);
+      if (intent === null) throw apiError('NOT_FOUND', 'intent not found');
+      const refunds = await listRefunds(deps.db, intent.id);
+      // Summed from the same read as the list, so the two always agree (GET /intents/{id} sums the same SETTLED rows).
+      const refundedAmount = refunds.filter((refund) => refund.status === 'SETTLED').reduce((sum, refund) => sum + refund.amount, 0n);
+      return { refundedAmount: refundedAmount.toString(), refunds: refunds.map(refundView) };
     },
   );
 }
