@@ -1,5 +1,7 @@
 // The admin API client. The token lives in sessionStorage only: it goes away with the tab, and is
 // sent as a bearer header, never in a URL (where logs and history would keep it) or a cookie.
+import { useEffect, useState } from 'preact/hooks';
+
 const TOKEN_KEY = 'payorch.adminToken';
 
 /*
@@ -98,4 +100,34 @@ export function queryString(params) {
   }
   const text = query.toString();
   return text === '' ? '' : `?${text}`;
+}
+
+/**
+ * The answer of the admin API route at `path`, read again when `path` or `readAgainOn` changes;
+ * an answer that arrives after a newer read started is dropped.
+ * @template T
+ * @param {string} path
+ * @param {unknown} [readAgainOn]
+ * @returns {{ answer: T | null, error: unknown }}
+ */
+export function useRead(path, readAgainOn) {
+  const [answer, setAnswer] = useState(/** @type {T | null} */ (null));
+  const [error, setError] = useState(/** @type {unknown} */ (null));
+  useEffect(() => {
+    let current = true;
+    api(path).then(
+      (/** @type {T} */ read) => {
+        if (!current) return;
+        setAnswer(read);
+        setError(null);
+      },
+      (/** @type {unknown} */ caught) => {
+        if (current) setError(caught);
+      },
+    );
+    return () => {
+      current = false;
+    };
+  }, [path, readAgainOn]);
+  return { answer, error };
 }

@@ -1,6 +1,5 @@
 // Reconciliation runs with the provider (docs/rules.md R59): the latest runs, and one run with its breaks.
-import { useEffect, useState } from 'preact/hooks';
-import { api } from './api.js';
+import { useRead } from './api.js';
 import { ErrorNote, intentLink, money, time } from './format.js';
 import { html } from './html.js';
 
@@ -8,28 +7,6 @@ import { html } from './html.js';
 
 /** @param {{ run: RunSummary }} props */
 const runLink = ({ run }) => html`<a href=${`#/reconciliation/${run.runId}`}><code class="id">${run.runId}</code></a>`;
-
-/**
- * The admin API's answer at `path`, re-read when the path changes.
- * @template T
- * @param {string} path
- */
-function useRead(path) {
-  const [answer, setAnswer] = useState(/** @type {T | null} */ (null));
-  const [error, setError] = useState(/** @type {unknown} */ (null));
-  useEffect(() => {
-    let current = true;
-    setAnswer(null);
-    api(path).then(
-      (/** @type {T} */ read) => current && (setAnswer(read), setError(null)),
-      (/** @type {unknown} */ caught) => current && setError(caught),
-    );
-    return () => {
-      current = false;
-    };
-  }, [path]);
-  return { answer, error };
-}
 
 /** @param {{ runId: string | null }} props */
 export function Reconciliation({ runId }) {

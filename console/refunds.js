@@ -1,25 +1,15 @@
 // An intent's refunds (docs/rules.md R57), read through the admin API like the rest of the page.
-import { useEffect, useState } from 'preact/hooks';
-import { api } from './api.js';
+import { useRead } from './api.js';
 import { ErrorNote, money, time } from './format.js';
 import { html } from './html.js';
 
 /** @param {{ intent: import('./api.js').AdminIntent }} props */
 export function IntentRefunds({ intent }) {
   const { intentId, currency } = intent;
-  const [answer, setAnswer] = useState(/** @type {import('./api.js').AdminRefunds | null} */ (null));
-  const [error, setError] = useState(/** @type {unknown} */ (null));
-  // Re-read whenever the intent is (Refresh, or the poll of a moving intent): a refund changes nothing on the intent itself.
-  useEffect(() => {
-    let current = true;
-    api(`/admin/intents/${encodeURIComponent(intentId)}/refunds`).then(
-      (/** @type {import('./api.js').AdminRefunds} */ read) => current && (setAnswer(read), setError(null)),
-      (/** @type {unknown} */ caught) => current && setError(caught),
-    );
-    return () => {
-      current = false;
-    };
-  }, [intent]);
+  // Read again whenever the intent is (Refresh, or the poll of a moving intent): a refund changes nothing on the intent itself.
+  const { answer, error } = /** @type {{ answer: import('./api.js').AdminRefunds | null, error: unknown }} */ (
+    useRead(`/admin/intents/${encodeURIComponent(intentId)}/refunds`, intent)
+  );
   return html`
     <section aria-label="Refunds">
       <h3>Refunds</h3>

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
@@ -181,9 +182,11 @@ describe('operator console in Chromium', () => {
     try {
       await tokenless.app.listen({ port: 0, host: '127.0.0.1' });
       await page.goto(`http://127.0.0.1:${(tokenless.app.server.address() as AddressInfo).port}/console`);
+      // Said up front, before any token is typed.
+      await page.locator('#no-admin-token').filter({ hasText: 'This server has no ADMIN_TOKEN' }).waitFor();
       await page.getByLabel('Admin token').fill('any-token-at-all');
       await page.getByRole('button', { name: 'Open console' }).click();
-      const alert = page.getByRole('alert');
+      const alert = page.getByRole('alert').filter({ hasText: 'UNAUTHORIZED' });
       await alert.waitFor();
       expect(await alert.textContent()).toMatch(
         /^UNAUTHORIZED: this server has no ADMIN_TOKEN: restart it with ADMIN_TOKEN set .*ADMIN_TOKEN=<token> npm start/,
@@ -239,6 +242,64 @@ describe('operator console in Chromium', () => {
     } finally {
       await page.close();
       await setWebhook(undefined);
+    }
+  });
+
+  it("shows a settled intent's refunds and refunded amount, and its whole id in the list", async () => {
+    await createUser(t, USER + 1);
+    const paid = await t.call('POST', '/intents', {
+      user: USER,
+      body: {
+        idempotencyKey: randomUUID(),
+        operationType: 'P2P_TRANSFER',
+        amount: 3000,
+        recipientUserId: USER + 1,
+        metadata: { tags: ['fee_exempt'] },
+      },
+    });
+    expect(paid.statusCode, paid.body).toBe(201);
+    const id: string = paid.json().intentId;
+    const refund = await t.call('POST', `/intents/${id}/refunds`, {
+      user: 77,
+      body: { idempotencyKey: randomUUID(), reason: 'customer asked', amount: 1250 },
+    });
+    expect(refund.statusCode, refund.body).toBe(201);
+
+    const { page, problems } = await signedInPage();
+    try {
+      const row = page.locator(`tr[data-intent-id="${id}"]`);
+      await row.waitFor();
+      expect(await row.locator('code').textContent()).toBe(id);
+      await row.getByRole('link', { name: id }).click();
+      await page.locator('#refunded-amount').filter({ hasText: '12.50 THB' }).waitFor();
+      const refunds = page.getByRole('table', { name: 'Refunds, oldest first' });
+      await refunds.locator(`tr[data-refund-id="${refund.json().refundId}"]`).filter({ hasText: 'SETTLED' }).waitFor();
+      expect(problems).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('lists reconciliation runs and shows one run with its breaks', async () => {
+    const created = await t.app.inject({
+      method: 'POST',
+      url: '/admin/reconciliation/runs',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      payload: { date: '20250103' },
+    });
+    expect(created.statusCode, created.body).toBe(201);
+    const run = created.json();
+    const { page, problems } = await signedInPage();
+    try {
+      await page.getByRole('link', { name: 'Reconciliation' }).click();
+      const row = page.locator(`tr[data-run-id="${run.runId}"]`);
+      await row.filter({ hasText: '20250103' }).filter({ hasText: run.status }).waitFor();
+      await row.getByRole('link', { name: run.runId }).click();
+      await page.getByRole('heading', { name: `Reconciliation run ${run.runId}` }).waitFor();
+      await page.getByRole('table', { name: new RegExp(`^Breaks \\(${run.breakCount}\\)`) }).waitFor();
+      expect(problems).toEqual([]);
+    } finally {
+      await page.close();
     }
   });
 
