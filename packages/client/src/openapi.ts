@@ -1690,6 +1690,7 @@ export interface components {
                 readonly allowedOperationTypes?: readonly string[];
                 readonly merchantId?: number | null;
                 readonly forceResolve?: boolean | null;
+                readonly refunds?: boolean | null;
                 readonly admin?: boolean | null;
                 readonly allowToLedgerAccountId?: boolean | null;
                 readonly fromAccountOverride?: {

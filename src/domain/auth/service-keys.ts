@@ -66,6 +66,7 @@ const PermissionsPatch = Type.Object(
     allowedOperationTypes: Type.Optional(Permissions.properties.allowedOperationTypes),
     merchantId: removable(Type.Integer({ minimum: 1 })),
     forceResolve: removable(Type.Boolean()),
+    refunds: removable(Type.Boolean()),
     admin: removable(Type.Boolean()),
     allowToLedgerAccountId: removable(Type.Boolean()),
     fromAccountOverride: partialObject(AccountOverrideFields),
