@@ -416,9 +416,16 @@ describe('/admin/service-keys', () => {
     const changed = expectStatus(await signed('PATCH', '/admin/service-keys/partner-x', { permissions: narrowed }), 200);
     // A merge patch (docs/rules.md R62): the fields it does not name keep their value.
     expect(changed.permissions).toEqual({ ...permissions, ...narrowed });
+    // Every permission GET shows can be patched back: refunds (docs/rules.md R57) too.
+    const refunding = expectStatus(await signed('PATCH', '/admin/service-keys/partner-x', { permissions: { refunds: true } }), 200);
+    expect(refunding.permissions).toEqual({ ...permissions, ...narrowed, refunds: true });
+    const roundTrip = expectStatus(await signed('PATCH', '/admin/service-keys/partner-x', { permissions: refunding.permissions }), 200);
+    expect(roundTrip.permissions).toEqual(refunding.permissions);
     expect(expectStatus(await signed('DELETE', '/admin/service-keys/partner-x'), 200).active).toBe(false);
     expect((await changesOf('service-key', 'partner-x')).map((c) => [c.actor, c.action])).toEqual([
       ['admin-token', 'create'],
+      ['admin-tool', 'update'],
+      ['admin-tool', 'update'],
       ['admin-tool', 'update'],
       ['admin-tool', 'deactivate'],
     ]);
