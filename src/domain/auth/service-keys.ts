@@ -83,6 +83,11 @@ const PermissionsPatch = Type.Object(
   },
 );
 
+/** A permission added to Permissions and not to its patch would be refused by every PATCH: the compiler keeps them one. */
+type SameKeys<A, B> = [keyof A] extends [keyof B] ? ([keyof B] extends [keyof A] ? true : false) : false;
+const patchNamesEveryPermission: SameKeys<typeof PermissionsPatch.properties, Permissions> = true;
+void patchNamesEveryPermission;
+
 /** RFC 7396 §2, as written there: objects merge member by member, null removes, anything else replaces. */
 export function mergePatch(target: unknown, patch: unknown): unknown {
   if (!isPlainObject(patch)) return patch;
