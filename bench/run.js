@@ -196,6 +196,8 @@ const SERVICE = 'wallet-api';
 // Production settings: at least 32 characters each (docs/SECURITY.md §4).
 const BENCH_QR_SECRET = randomBytes(24).toString('base64url');
 const BENCH_ADMIN_TOKEN = randomBytes(24).toString('base64url');
+// A production start requires METRICS_TOKEN (docs/rules.md R60); the bench does not scrape.
+const BENCH_METRICS_TOKEN = randomBytes(24).toString('base64url');
 const SECTIONS = [
   'p2p',
   'latency',
@@ -506,6 +508,7 @@ async function startPayorch(env, label) {
       LOG_LEVEL: 'info',
       QR_SIGNING_SECRET: BENCH_QR_SECRET,
       ADMIN_TOKEN: BENCH_ADMIN_TOKEN,
+      METRICS_TOKEN: BENCH_METRICS_TOKEN,
       PSPX_SIMULATOR: '1',
       REDIS_URL: '',
       ...env,

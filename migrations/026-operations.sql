@@ -1,4 +1,4 @@
--- Operations (issue 36).
+-- Operations, round two: who owns a setting, and the last audit run.
 -- docs/rules.md R67: who owns a setting. CONFIG_FILE seeds a service key that is absent; after
 -- that the database (the admin API) owns it. The fingerprint of the file's entry as last applied is
 -- kept here, so a start can tell "the file changed" (applied, logged and change-logged) from "the

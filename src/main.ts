@@ -43,7 +43,6 @@ export async function startService(
   refuseUnsafeProductionSettings(config);
   const [problem] = configFileProblems(config.file);
   if (problem !== undefined) throw new ConfigError(`CONFIG_FILE ${config.configFile}: ${problem}`);
-  await refuseSessionModeBehindTransactionPooling(config);
   const db = await openDatabase(config.databaseUrl, config.dataDir, config.databasePoolMode);
   try {
     if (start.log !== undefined) {
@@ -53,6 +52,8 @@ export async function startService(
         ...(start.signal === undefined ? {} : { signal: start.signal }),
       });
     }
+    // Probed once the database answers: a start that waits for it must not fail on the probe first.
+    await refuseSessionModeBehindTransactionPooling(config);
     if (config.migrateOnStart) await migrate(db);
     else await assertMigrated(db);
   } catch (error) {

@@ -5,7 +5,7 @@ import { createUser, topUp } from '../support/payments.js';
 import { payout, registerIpps } from '../support/workers.js';
 
 /**
- * The backlogs an operator met as zeros with the workers down (issue 36): this app runs no
+ * The backlogs an operator met as zeros with the workers down: this app runs no
  * workers, so a payout stays open and webhook events stay untaken, and /metrics must say how old
  * they are. The audit gauges follow GET /admin/audit.
  */

@@ -7,7 +7,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { buildIfStale } from '../support/service-process.js';
 
 /**
- * Issue 36, point 6: `npm start` compiled TypeScript on every start, and every CLI call (even
+ * `npm start` compiled TypeScript on every start, and every CLI call (even
  * `--version`) loaded the whole server. The start's build step now compiles only when a source
  * changed, and a command imports only its own modules. Measured, not asserted (a timed test on a
  * shared machine is noise): the figures are in docs/OPERATIONS.md §1.

@@ -185,14 +185,15 @@ describe('logs', () => {
 });
 
 describe('a failure before its COMMIT was sent', () => {
-  it('is answered 500 at once, without looking for a payment it cannot have stored', async () => {
+  it('is answered 503 with Retry-After at once (docs/rules.md R66), without looking for a payment it cannot have stored', async () => {
     const before = await balances(t, ['user.1.THB', 'user.2.THB']);
     gone.arm();
     const res = await t
       .call('POST', '/intents', { user: 1, body: intentBody({ operationType: 'P2P_TRANSFER', amount: 100, recipientUserId: 2 }) })
       .finally(() => gone.end());
-    expect(res.statusCode, res.body).toBe(500);
-    expect(res.json()).toEqual({ error: 'INTERNAL_ERROR', message: expect.any(String) });
+    expect(res.statusCode, res.body).toBe(503);
+    expect(res.json()).toEqual({ error: 'SERVICE_UNAVAILABLE', message: expect.any(String) });
+    expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(1);
     // Its transaction met the outage at BEGIN; a lookup of its key would have waited up to a
     // second on a database that is gone, to find nothing.
     expect(gone.asked).toEqual(['BEGIN']);

@@ -1019,7 +1019,7 @@ describe('a confirm whose COMMIT answer is lost (docs/RELIABILITY.md, G2)', () =
     expect(await stored(intentId)).toMatchObject({ status: 'SETTLED', version: 1, redeemed_by_user_id: BigInt(U2) });
   });
 
-  it('a failure before its COMMIT was sent is answered 500 at once, and its retry with the key confirms once', async () => {
+  it('a failure before its COMMIT was sent is answered 503 with Retry-After at once (docs/rules.md R66), and its retry with the key confirms once', async () => {
     const amount = 700;
     const intentId = await issued(amount);
     const names = [wallet(U2), MERCHANT_ACCOUNT];
@@ -1027,8 +1027,9 @@ describe('a confirm whose COMMIT answer is lost (docs/RELIABILITY.md, G2)', () =
     const key = randomUUID();
     gone.arm();
     const res = await confirm(intentId, { payer: U2, key }).finally(() => gone.end());
-    expect(res.statusCode, res.body).toBe(500);
-    expect(res.json()).toEqual({ error: 'INTERNAL_ERROR', message: expect.any(String) });
+    expect(res.statusCode, res.body).toBe(503);
+    expect(res.json()).toEqual({ error: 'SERVICE_UNAVAILABLE', message: expect.any(String) });
+    expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(1);
     // The claim's transaction met the outage at BEGIN; nothing looked for a claim it cannot have made.
     expect(gone.asked).toEqual(['BEGIN']);
     expect(await stored(intentId)).toMatchObject({ status: 'CREATED', version: 0 });

@@ -7,6 +7,7 @@ import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { LEDGER_THB, type TransferInput } from '../../src/ledger/ledger.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
+import { jsonStatement, markBetween, q, statementPath } from '../support/statements.js';
 import { createUser, intentBody, topUp } from '../support/payments.js';
 
 // docs/rules.md R58 over HTTP: balances at a time, balanceAfter on history rows, statements in
@@ -19,34 +20,6 @@ const payer = `user.${PAYER}.THB`;
 /** Instants between the postings, as the client sends them (after the postings they follow, before the next). */
 const marks: string[] = [];
 
-interface Entry {
-  at: string;
-  intentId: string | null;
-  refundId: string | null;
-  operationType: string | null;
-  direction: 'DEBIT' | 'CREDIT';
-  amount: string;
-  feeAmount: string;
-  balanceAfter: string;
-}
-interface Statement {
-  accountName: string;
-  currency: string;
-  from: string;
-  to: string;
-  openingBalance: string;
-  closingBalance: string;
-  entries: Entry[];
-}
-
-async function mark(): Promise<string> {
-  await sleep(10);
-  const at = new Date().toISOString();
-  await sleep(10);
-  marks.push(at);
-  return at;
-}
-
 async function pay(amount: number): Promise<string> {
   const res = await t.call('POST', '/intents', {
     user: PAYER,
@@ -57,16 +30,8 @@ async function pay(amount: number): Promise<string> {
 }
 
 const get = (path: string) => t.call('GET', path);
-/** Every reserved character escaped, the quote too (encodeURIComponent leaves it). */
-const q = (value: string) => encodeURIComponent(value).replace(/'/g, '%27');
-const statementPath = (name: string, from: string, to: string, format?: string) =>
-  `/accounts/${name}/statement?from=${q(from)}&to=${q(to)}${format === undefined ? '' : `&format=${format}`}`;
-
-async function statement(name: string, from: string, to: string): Promise<Statement> {
-  const res = await get(statementPath(name, from, to));
-  expect(res.statusCode, res.body).toBe(200);
-  return res.json() as Statement;
-}
+const mark = () => markBetween(marks);
+const statement = (name: string, from: string, to: string) => jsonStatement(t, name, from, to);
 
 beforeAll(async () => {
   t = await startTestApp();

@@ -1082,6 +1082,7 @@ export interface components {
             readonly id: number;
             /** Format: uuid */
             readonly intentId: string;
+            readonly refundId: string | null;
             readonly operationType: components["schemas"]["OperationType"];
             readonly direction: "DEBIT" | "CREDIT";
             readonly amount: components["schemas"]["Money"];

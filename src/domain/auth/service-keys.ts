@@ -66,6 +66,7 @@ const PermissionsPatch = Type.Object(
     allowedOperationTypes: Type.Optional(Permissions.properties.allowedOperationTypes),
     merchantId: removable(Type.Integer({ minimum: 1 })),
     forceResolve: removable(Type.Boolean()),
+    refunds: removable(Type.Boolean()),
     admin: removable(Type.Boolean()),
     allowToLedgerAccountId: removable(Type.Boolean()),
     fromAccountOverride: partialObject(AccountOverrideFields),
@@ -81,6 +82,11 @@ const PermissionsPatch = Type.Object(
       'a JSON merge patch (RFC 7396) of the stored permissions: absent fields keep their value, null removes one, nested objects merge field by field',
   },
 );
+
+/** A permission added to Permissions and not to its patch would be refused by every PATCH: the compiler keeps them one. */
+type SameKeys<A, B> = [keyof A] extends [keyof B] ? ([keyof B] extends [keyof A] ? true : false) : false;
+const patchNamesEveryPermission: SameKeys<typeof PermissionsPatch.properties, Permissions> = true;
+void patchNamesEveryPermission;
 
 /** RFC 7396 §2, as written there: objects merge member by member, null removes, anything else replaces. */
 export function mergePatch(target: unknown, patch: unknown): unknown {

@@ -123,7 +123,7 @@ export async function commitRefundBatch(
         transferIds = [];
         break;
       case 'settlement_refused': {
-        const voided = refundVoid(item.refundId);
+        const voided = refundVoid(item.refundId, item.original.id);
         voids.push(voided);
         refusal = money.reason;
         transferIds = [m.transfers[0]!.id, voided.id];

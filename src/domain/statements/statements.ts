@@ -3,7 +3,7 @@ import type { Sql } from '../../adapters/database.js';
 import { parseAccountName } from '../accounts/account-names.js';
 import { type AccountRecord, findAccount, isUuid } from '../accounts/accounts.js';
 import { apiError } from '../errors.js';
-import { LEDGER_CODE_BY_OPERATION, type OperationType } from '../model.js';
+import { LEDGER_CODE_BY_OPERATION, LEDGER_CODE_REFUND, type OperationType } from '../model.js';
 
 /**
  * docs/rules.md R58: the balance of an account a user owns at any instant, and its statements,
@@ -95,7 +95,7 @@ export async function balanceAt(sql: Sql, name: string, atText: string): Promise
 export interface StatementEntry {
   readonly at: string;
   readonly intentId: string | null;
-  /** Refunds are postings of their own intent; none is told apart here yet. */
+  /** The refund whose posting this is; intentId and operationType are then its original's. */
   readonly refundId: string | null;
   readonly operationType: OperationType | null;
   readonly direction: 'DEBIT' | 'CREDIT';
@@ -150,6 +150,8 @@ interface EntryRow {
   at: string;
   seq: string;
   intent_id: string | null;
+  refund_id: string | null;
+  operation_type: OperationType | null;
   code: number;
   transfer_id: string | null;
   amount: string;
@@ -158,16 +160,24 @@ interface EntryRow {
 }
 
 /**
- * The entries of [from, to) after the key (posted_at, seq), in posting order. The intent's fee on
- * this side comes from its history row (transactions), found by its unique key.
+ * The entries of [from, to) after the key (posted_at, seq), in posting order, each with its history
+ * row (transactions) for the fee and the operation type, found by a unique key. A refund's postings
+ * carry the original's intent id and the refund code; the refund is the one of that original that
+ * lists the transfer (few per original), and its history rows are its own (docs/rules.md R57).
  */
 const ENTRIES_SQL = `
   SELECT to_char(h.posted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at, h.seq::text AS seq,
-         h.intent_id, h.code, h.transfer_id, h.amount::text AS amount, x.fee_amount::text AS fee_amount,
-         h.balance_after::text AS balance_after
+         h.intent_id, rf.id AS refund_id, h.code, h.transfer_id, h.amount::text AS amount,
+         coalesce(xi.fee_amount, xr.fee_amount)::text AS fee_amount,
+         coalesce(xi.operation_type, xr.operation_type) AS operation_type, h.balance_after::text AS balance_after
     FROM ledger_account_history h
-    LEFT JOIN transactions x ON x.intent_id = h.intent_id AND x.account_name = $2
-                            AND x.direction = CASE WHEN h.amount > 0 THEN 'CREDIT' ELSE 'DEBIT' END
+    LEFT JOIN LATERAL (SELECT r.id FROM refunds r
+                        WHERE h.code = ${LEDGER_CODE_REFUND} AND r.intent_id = h.intent_id AND h.transfer_id = ANY (r.transfer_ids)
+                        LIMIT 1) AS rf ON true
+    LEFT JOIN transactions xi ON h.code <> ${LEDGER_CODE_REFUND} AND xi.refund_id IS NULL AND xi.intent_id = h.intent_id
+                             AND xi.account_name = $2 AND xi.direction = CASE WHEN h.amount > 0 THEN 'CREDIT' ELSE 'DEBIT' END
+    LEFT JOIN transactions xr ON xr.refund_id = rf.id AND xr.account_name = $2
+                             AND xr.direction = CASE WHEN h.amount > 0 THEN 'CREDIT' ELSE 'DEBIT' END
    WHERE h.account_id = $1 AND h.posted_at < $4::timestamptz
      AND (h.posted_at, h.seq) > ($3::timestamptz, $5::bigint)
    ORDER BY h.posted_at, h.seq
@@ -178,9 +188,9 @@ function toEntry(row: EntryRow): StatementEntry {
   return {
     at: row.at,
     intentId: row.intent_id,
-    refundId: null,
+    refundId: row.refund_id,
     // The opening row of a balance that predates the history has no transfer.
-    operationType: row.transfer_id === null ? null : (OPERATION_BY_CODE.get(row.code) ?? null),
+    operationType: row.transfer_id === null ? null : (row.operation_type ?? OPERATION_BY_CODE.get(row.code) ?? null),
     direction: credit ? 'CREDIT' : 'DEBIT',
     amount: credit ? row.amount : row.amount.slice(1),
     feeAmount: row.fee_amount ?? '0',

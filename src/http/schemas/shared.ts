@@ -62,6 +62,8 @@ export function responses<T extends Record<number, unknown>>(ok: T, routeErrors:
 export const HistoryEntry = Type.Object({
   id: Type.Integer(),
   intentId: Uuid,
+  /** The refund the row belongs to, null on an intent's own rows; intentId and operationType are then the original's (docs/rules.md R57). */
+  refundId: Type.Union([Uuid, Type.Null()]),
   operationType: OperationTypeSchema,
   direction: Type.Union([Type.Literal('DEBIT'), Type.Literal('CREDIT')]),
   amount: Money,
