@@ -122,7 +122,7 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
     startLoop('event-feed-pruning', EVENT_PRUNE_INTERVAL_MS, () => feed.prune(), log),
     startLoop('psp-worker', config.pspWorkerIntervalMs, () => psp.runOnce(), log),
     startLoop('outbox-worker', config.outboxIntervalMs, () => outbox.runOnce(), log),
-    startLoop('webhooks', WEBHOOK_INTERVAL_MS, () => webhooks.runOnce(), log),
+    startLoop('webhooks', WEBHOOK_INTERVAL_MS, () => webhooks.dispatch(), log),
     startLoop('balance-monitor', config.balanceMonitorIntervalMs, () => monitor.runOnce().then(countBalanceCheck), log),
   ];
   const bus = eventBusPublisher(deps);
@@ -140,6 +140,7 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
   return {
     async stop() {
       await Promise.all(loops.map((loop) => loop.stop()));
+      await webhooks.stop();
       await bus?.standBy();
       await outbox.stop();
     },

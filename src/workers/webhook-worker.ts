@@ -18,7 +18,8 @@ import { WEBHOOK_RETRY_WINDOW_MS, webhookIsDead, webhookRetryDelayMs } from '../
  * The webhook worker (docs/OPERATIONS.md, Webhooks) runs in every workers process: taking the feed
  * into deliveries locks one service's cursor row, claiming deliveries skips rows another process
  * holds, so any number of processes deliver side by side and none has to be elected. Slow
- * receivers (up to the 10 s timeout each) are what limits delivery, so more processes help.
+ * receivers (up to the 10 s timeout each) are what limits delivery, so more processes help; a
+ * slow receiver delays only its own service, whose lane it holds (docs/rules.md R61).
  */
 
 export interface WebhookWorkerSettings {
@@ -62,8 +63,20 @@ export interface WebhookRun {
   readonly failed: number;
 }
 
+type Delivered = Omit<WebhookRun, 'taken'>;
+
+/**
+ * Each service's deliveries go in their own lane (docs/rules.md R61): a lane claims only its
+ * service's due deliveries, round after round, and a service whose lane is still busy (a receiver
+ * hanging until the timeout) gets no second one, so it holds back only its own queue.
+ */
 export interface WebhookWorker {
+  /** Takes the feeds into deliveries and starts a lane for every service without one; does not wait for them (the loop's tick). */
+  dispatch(): Promise<Pick<WebhookRun, 'taken'>>;
+  /** As dispatch, then waits for the lanes it started. */
   runOnce(): Promise<WebhookRun>;
+  /** Lets each lane finish the attempts it holds, starts no more, and resolves once none is running (shutdown). */
+  stop(): Promise<void>;
 }
 
 type AttemptResult = { readonly outcome: 'acknowledged' } | { readonly outcome: FailedOutcome; readonly httpStatus?: number };
@@ -118,23 +131,61 @@ export function createWebhookWorker(deps: WebhookWorkerDeps): WebhookWorker {
     return false;
   }
 
-  return {
-    async runOnce() {
-      let taken = 0;
-      for (const serviceId of await servicesWithWebhooks(db)) {
-        taken += await takeFeedPage(db, serviceId, settings.feedPageSizeMax);
-      }
-      let acknowledged = 0;
-      let failed = 0;
-      for (let round = 0; round < settings.roundsMax; round++) {
-        const claimed = await claimDueDeliveries(db, settings.batchSizeMax, settings.leaseMs);
+  /** One lane per service at most in this process: a hanging receiver holds only its own lane. */
+  const lanes = new Map<string, Promise<Delivered>>();
+  let stopping = false;
+
+  async function runLane(serviceId: string): Promise<Delivered> {
+    let acknowledged = 0;
+    let failed = 0;
+    try {
+      for (let round = 0; round < settings.roundsMax && !stopping; round++) {
+        const claimed = await claimDueDeliveries(db, settings.batchSizeMax, settings.leaseMs, serviceId);
         if (claimed.length === 0) break;
         const results = await Promise.all(claimed.map(deliver));
         const delivered = results.filter(Boolean).length;
         acknowledged += delivered;
         failed += results.length - delivered;
       }
-      return { taken, acknowledged, failed };
+    } catch (error) {
+      // A lane runs unawaited by the loop: its failure is logged here, its claims run out with their lease.
+      log.error(
+        { event: 'webhook_lane_failed', serviceId, err: error },
+        'webhook delivery of one service failed; tried again at the next run',
+      );
+    }
+    return { acknowledged, failed };
+  }
+
+  async function dispatch(): Promise<{ taken: number; started: Promise<Delivered>[] }> {
+    let taken = 0;
+    const started: Promise<Delivered>[] = [];
+    for (const serviceId of await servicesWithWebhooks(db)) {
+      taken += await takeFeedPage(db, serviceId, settings.feedPageSizeMax);
+      if (lanes.has(serviceId) || stopping) continue;
+      const lane = runLane(serviceId).finally(() => lanes.delete(serviceId));
+      lanes.set(serviceId, lane);
+      started.push(lane);
+    }
+    return { taken, started };
+  }
+
+  return {
+    async dispatch() {
+      return { taken: (await dispatch()).taken };
+    },
+    async runOnce() {
+      const { taken, started } = await dispatch();
+      const lanesDone = await Promise.all(started);
+      return {
+        taken,
+        acknowledged: lanesDone.reduce((sum, lane) => sum + lane.acknowledged, 0),
+        failed: lanesDone.reduce((sum, lane) => sum + lane.failed, 0),
+      };
+    },
+    async stop() {
+      stopping = true;
+      await Promise.all(lanes.values());
     },
   };
 }

@@ -84,9 +84,15 @@ export interface ClaimedDelivery {
  * Claims up to `batchSizeMax` due deliveries whose intent has no earlier event still owed (dead
  * ones included: an intent's events never overtake each other), counts the attempt, and leases
  * each row for `leaseMs` so that a worker that dies mid-send leaves it to be tried again then.
- * SKIP LOCKED lets workers in several processes claim side by side.
+ * SKIP LOCKED lets workers in several processes claim side by side. `serviceId` claims only that
+ * service's deliveries, so that one service's slow receiver never holds another's (docs/rules.md R61).
  */
-export async function claimDueDeliveries(sql: Sql, batchSizeMax: number, leaseMs: number): Promise<ClaimedDelivery[]> {
+export async function claimDueDeliveries(
+  sql: Sql,
+  batchSizeMax: number,
+  leaseMs: number,
+  serviceId: string | null = null,
+): Promise<ClaimedDelivery[]> {
   const { rows } = await sql.query<{
     id: bigint;
     service_id: string;
@@ -103,7 +109,7 @@ export async function claimDueDeliveries(sql: Sql, batchSizeMax: number, leaseMs
       WHERE k.service_id = d.service_id
         AND d.id IN (
           SELECT c.id FROM webhook_deliveries c
-           WHERE c.dead_at IS NULL AND c.next_attempt_at <= now()
+           WHERE c.dead_at IS NULL AND c.next_attempt_at <= now() AND ($3::text IS NULL OR c.service_id = $3::text)
              AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e WHERE e.intent_id = c.intent_id AND e.id < c.id)
              AND EXISTS (SELECT 1 FROM service_keys s
                           WHERE s.service_id = c.service_id AND s.active AND s.permissions->'webhook'->>'url' IS NOT NULL)
@@ -112,7 +118,7 @@ export async function claimDueDeliveries(sql: Sql, batchSizeMax: number, leaseMs
              FOR UPDATE SKIP LOCKED)
       RETURNING d.id, d.service_id, d.feed_cursor, d.body, k.permissions->'webhook'->>'url' AS url, d.attempts,
                 (EXTRACT(EPOCH FROM now() - d.first_attempt_at) * 1000)::float8 AS since_first_ms`,
-    [batchSizeMax, leaseMs],
+    [batchSizeMax, leaseMs, serviceId],
   );
   return rows.map((row) => ({
     id: row.id,
