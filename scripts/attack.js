@@ -100,7 +100,7 @@ async function main() {
     const api = client(service.url, secrets, adminToken);
     await setUp(api);
     results.push(await legacyReplay(api));
-    results.push(await slowQuotes(api, size.slowQuotes, size.delayBound));
+    results.push(await slowQuotes(api, size.slowQuotes, /** @type {'absolute' | 'relative'} */ (size.delayBound)));
     results.push(await nonceFlood(api, args.nonces === undefined ? size.nonces : Number(args.nonces)));
     results.push(await heldConnections(service, size.held, size.holders));
   } finally {

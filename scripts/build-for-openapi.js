@@ -4,14 +4,12 @@
 // so, and leaves the verdict to `npm run typecheck`, which runs after the document is written.
 import { spawnSync } from 'node:child_process';
 
-const steps = [
-  ['npx', ['tsc', '-p', 'packages/client/tsconfig.json']],
-  ['npx', ['tsc', '-p', 'tsconfig.build.json']],
-];
-for (const [command, args] of steps) {
-  const run = spawnSync(command, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+/** The tsc projects, client first: the service's build reads the client's. */
+const projects = ['packages/client/tsconfig.json', 'tsconfig.build.json'];
+for (const project of projects) {
+  const run = spawnSync('npx', ['tsc', '-p', project], { stdio: ['ignore', 'ignore', 'inherit'] });
   if (run.status !== 0)
     console.warn(
-      `openapi: ${args.join(' ')} reported type errors; the document is written from what it emitted (npm run typecheck judges after)`,
+      `openapi: tsc -p ${project} reported type errors; the document is written from what it emitted (npm run typecheck judges after)`,
     );
 }
