@@ -69,6 +69,7 @@ describe('the single-phase operation types settle synchronously with exact balan
       currency: 'THB',
       createdAt: expect.stringMatching(/Z$/),
       balanceAfter: '98500',
+      refundId: null,
     });
     const credit = (await t.call('GET', '/accounts/user.2.THB/transactions')).json().transactions;
     expect(credit).toEqual([expect.objectContaining({ intentId, direction: 'CREDIT', amount: '1500' })]);
