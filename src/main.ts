@@ -3,7 +3,7 @@ import { type Broker, createBroker } from './adapters/broker.js';
 import type { Logger } from './adapters/logger.js';
 import type { PspxClient } from './adapters/pspx/pspx-client.js';
 import type { Ledger } from './ledger/ledger.js';
-import { createSharedState } from './adapters/shared-state.js';
+import { createSharedState, evictionPolicyOf } from './adapters/shared-state.js';
 import { type Database, openDatabase } from './adapters/database.js';
 import { waitForDatabase } from './adapters/database-outage.js';
 import { assertMigrated, migrate } from './adapters/migrations.js';
@@ -105,6 +105,17 @@ export async function startService(
   if (pspxSimulator !== null) app.log.info({ url: pspxSimulator.url }, 'PSPX_URL unset: payouts go to the built-in PSPX simulator');
   if (config.qrSigningSecretGenerated) {
     app.log.warn('QR_SIGNING_SECRET is not set: a random one was generated, invoices will not verify after a restart');
+  }
+  if (shared.redis !== null) {
+    // Not awaited: a Redis that is down at start must not hold the start (docs/rules.md R64).
+    void evictionPolicyOf(shared.redis).then((policy) => {
+      if (policy !== null && policy !== 'noeviction') {
+        app.log.warn(
+          { maxmemoryPolicy: policy },
+          'Redis evicts keys when full (maxmemory-policy is not noeviction): a replay record could be dropped inside its window; set maxmemory-policy noeviction',
+        );
+      }
+    });
   }
   const onSighup = () => {
     try {

@@ -77,5 +77,15 @@ export function createRedisSharedState(url: string, prefix = 'payorch:'): Shared
   };
 }
 
+/**
+ * Redis's `maxmemory-policy`, or null when Redis will not say (managed services often refuse
+ * CONFIG). Replay claims must outlive their window (docs/SECURITY.md §4), which only `noeviction`
+ * promises once Redis is full.
+ */
+export async function evictionPolicyOf(redis: Redis): Promise<string | null> {
+  const answer = (await redis.config('GET', 'maxmemory-policy').catch(() => [])) as unknown[];
+  return typeof answer[1] === 'string' ? answer[1] : null;
+}
+
 export const createSharedState = (redisUrl: string | undefined, prefix?: string): SharedState =>
   redisUrl === undefined ? createMemorySharedState(prefix) : createRedisSharedState(redisUrl, prefix);

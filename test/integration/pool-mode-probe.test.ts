@@ -1,13 +1,12 @@
 import { execFile } from 'node:child_process';
 import { chown, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { keepsSessions } from '../../src/adapters/pool-mode-probe.js';
 import { createTestSchema, type TestSchema, testPoolMode } from '../support/database.js';
-import { buildIfStale, spawnService } from '../support/service-process.js';
+import { buildIfStale, freePort, spawnService } from '../support/service-process.js';
 
 /**
  * docs/rules.md R68: behind PgBouncer in transaction pooling without DATABASE_POOL_MODE=transaction
@@ -22,14 +21,6 @@ const PGBOUNCER = '/usr/sbin/pgbouncer';
 let dir: string;
 let bouncerUrl: string;
 let scoped: TestSchema;
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  return typeof address === 'object' && address !== null ? address.port : 0;
-}
 
 describe.runIf(onPostgres && testPoolMode === 'session')('the start behind PgBouncer in transaction pooling', () => {
   beforeAll(async () => {

@@ -1,6 +1,5 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisSharedState } from '../../src/adapters/shared-state.js';
 import { messageSignedHeaders } from '../../src/domain/auth/message-signing.js';
@@ -8,6 +7,8 @@ import { formatViolation, runAudit } from '../../src/domain/audit/audit.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
 import { createUser, topUp } from '../support/payments.js';
+import { startRedis, stopRedis } from '../support/private-redis.js';
+import { freePort } from '../support/service-process.js';
 
 /**
  * docs/rules.md R64: Redis is never on the money path. A private redis-server of this file (never
@@ -21,35 +22,6 @@ const PAYER = 8801;
 const PAYEE = 8802;
 /** Bound of one request during the outage: Redis's 100 ms plus the payment itself on a busy machine. */
 const ANSWER_MS_MAX = 2_000;
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  if (address === null || typeof address === 'string') throw new Error('no port');
-  return address.port;
-}
-
-async function startRedis(port: number): Promise<ChildProcess> {
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  await new Promise<void>((resolve, reject) => {
-    child.once('error', reject);
-    child.stdout?.on('data', (chunk: Buffer) => {
-      if (chunk.toString().includes('Ready to accept connections')) resolve();
-    });
-  });
-  return child;
-}
-
-async function stopRedis(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGKILL');
-  await exited;
-}
 
 let port: number;
 let redis: ChildProcess;

@@ -1,7 +1,6 @@
-import { createServer } from 'node:net';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { startTcpProxy } from '../support/tcp-proxy.js';
-import { buildIfStale, spawnService } from '../support/service-process.js';
+import { buildIfStale, freePort, spawnService } from '../support/service-process.js';
 import { execFile, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
@@ -17,16 +16,6 @@ const pgUrl = (process.env.DATABASE_URL ?? '').startsWith('postgres') ? process.
 
 beforeAll(buildIfStale, 180_000);
 
-/** A loopback port with nothing listening: connects to it are refused. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  if (address === null || typeof address === 'string') throw new Error('no port');
-  return address.port;
-}
-
 function serveUntilExit(env: NodeJS.ProcessEnv): Promise<{ code: number | null; lines: string[]; elapsedMs: number }> {
   const started = Date.now();
   return new Promise((resolve) => {
@@ -41,7 +30,7 @@ function serveUntilExit(env: NodeJS.ProcessEnv): Promise<{ code: number | null; 
 
 describe('serve started while the database does not answer', () => {
   it('waits STARTUP_DB_WAIT_S with JSON lines and backoff, then exits 1 naming the setting', async () => {
-    const port = await closedPort();
+    const port = await freePort();
     const { code, lines, elapsedMs } = await serveUntilExit({
       DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/none`,
       STARTUP_DB_WAIT_S: '2',
@@ -56,7 +45,7 @@ describe('serve started while the database does not answer', () => {
   }, 60_000);
 
   it('SIGTERM during the wait ends it at once with exit 0', async () => {
-    const port = await closedPort();
+    const port = await freePort();
     const child = spawn(process.execPath, ['bin/payorch.js', 'serve'], {
       cwd: root,
       env: {

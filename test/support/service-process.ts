@@ -1,5 +1,6 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { readdir, stat } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DEMO_CONFIG_FILE, readConfigFile, secretsOf } from '../../src/config.js';
@@ -16,6 +17,16 @@ export interface ServiceProcess {
   readonly logs: string[];
   /** Its exit code; null when a signal ended it. */
   readonly exited: Promise<number | null>;
+}
+
+/** A loopback port nothing listens on now (connects to it are refused until a test starts a server there). */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  if (address === null || typeof address === 'string') throw new Error('no port');
+  return address.port;
 }
 
 const mtimeOf = (path: string) =>
@@ -70,7 +81,11 @@ export async function spawnService(
   const logs: string[] = [];
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`service did not start:\n${logs.slice(-20).join('\n')}`)), startupMsMax);
+    // A child that never listened would outlive the test file and hold its port and database.
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`service did not start:\n${logs.slice(-20).join('\n')}`));
+    }, startupMsMax);
     const onData = (chunk: Buffer) => {
       for (const line of chunk.toString().split('\n').filter(Boolean)) {
         logs.push(line);
