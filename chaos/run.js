@@ -949,7 +949,8 @@ async function watchInflight(s) {
   s.inflightLate = ids.filter((id) => (endedAt.get(id) ?? Number.POSITIVE_INFINITY) - s.backAt > INFLIGHT_FINAL_MS_MAX).length;
   const unended = ids.filter((id) => !endedAt.has(id));
   // Named in the output, so that their history can be read in the workers' log.
-  if (unended.length > 0) console.log(`  in flight and not final after ${INFLIGHT_WATCH_MS_MAX / 1000} s: ${unended.slice(0, 5).join(', ')}`);
+  if (unended.length > 0)
+    console.log(`  in flight and not final after ${INFLIGHT_WATCH_MS_MAX / 1000} s: ${unended.slice(0, 5).join(', ')}`);
 }
 
 /** GET /admin/audit through the api, retried while the api comes back. @param {Scenario} s */
