@@ -4,6 +4,7 @@
 // commands run as the `postgres` user.
 
 import { execFile, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { chmod, chown, mkdir, readFile } from 'node:fs/promises';
 import { connect, createServer } from 'node:net';
 import { join } from 'node:path';
@@ -16,6 +17,8 @@ const run = promisify(execFile);
 const PG_BIN = process.env.CHAOS_PG_BIN ?? '/usr/lib/postgresql/15/bin';
 /** pg_ctl -w waits this long for a start or a stop. */
 const PG_CTL_WAIT_S = 60;
+/** Debian installs nats-server in /usr/sbin, which a user's PATH may lack. */
+const NATS_SERVER = process.env.CHAOS_NATS_BIN ?? (existsSync('/usr/sbin/nats-server') ? '/usr/sbin/nats-server' : 'nats-server');
 /** After a SIGKILL of the postmaster its backends hold the shared memory until they notice: a start is retried this long. */
 const PG_RESTART_MS_MAX = 60_000;
 const REDIS_WAIT_MS_MAX = 10_000;
@@ -190,7 +193,7 @@ export async function privateNats(dir) {
   const home = join(dir, 'nats');
   await mkdir(home, { recursive: true });
   const port = await freePort();
-  const child = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', home, '-l', join(home, 'nats.log')], {
+  const child = spawn(NATS_SERVER, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', home, '-l', join(home, 'nats.log')], {
     stdio: 'ignore',
   });
   const exited = new Promise((resolve) => child.once('exit', resolve));

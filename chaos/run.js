@@ -122,7 +122,7 @@ const RESTART_PAUSE_MS = 1_000;
 const INFLIGHT_FINAL_MS_MAX = 5_000;
 /** In-flight payouts are watched this long, beyond the default 30 s lease, so that the figure says how late they were. */
 const INFLIGHT_WATCH_MS_MAX = 45_000;
-/** The workers SIGKILL waits at most this long for a payout to be leased. */
+/** The database and workers faults wait at most this long for a payout to be leased. */
 const LEASE_WAIT_MS_MAX = 10_000;
 /** The provider answers this slowly before the workers SIGKILL, so that confirms are in the air when it strikes. */
 const PROVIDER_DELAY_BEFORE_KILL_MS = 1_500;
@@ -463,11 +463,22 @@ const faultEnds = () => {
   current().backAt = Date.now();
 };
 
+/** Waits, for a bounded time, until a workers process holds a payout: a fault then strikes one in its hands. */
+async function leasedPayout() {
+  const deadline = Date.now() + LEASE_WAIT_MS_MAX;
+  while (Date.now() < deadline) {
+    const { rows } = await query("SELECT count(*) AS n FROM intents WHERE status = 'AUTHORIZED' AND psp_lease_until > now()");
+    if (Number(rows[0]?.n ?? 0) > 0) return;
+    await sleep(50);
+  }
+}
+
 /**
  * @param {() => Promise<unknown>} stop
  * @param {number} downMs
  */
 async function databaseDown(stop, downMs) {
+  await leasedPayout();
   await faultBegins();
   await stop();
   await sleep(downMs);
@@ -486,12 +497,7 @@ async function redisDown() {
 /** SIGKILL while the provider is slow, so that confirms are in the air and their payouts leased. */
 async function killWorkersWithLeases() {
   await simulator('POST', '/_sim/knobs', { delayMs: PROVIDER_DELAY_BEFORE_KILL_MS });
-  const deadline = Date.now() + LEASE_WAIT_MS_MAX;
-  while (Date.now() < deadline) {
-    const { rows } = await query("SELECT count(*) AS n FROM intents WHERE status = 'AUTHORIZED' AND psp_lease_until > now()");
-    if (Number(rows[0]?.n ?? 0) > 0) break;
-    await sleep(100);
-  }
+  await leasedPayout();
   await faultBegins();
   await killRole('workers');
   await simulator('POST', '/_sim/knobs', { delayMs: 0 });
@@ -531,6 +537,10 @@ const ALL_SCENARIOS = [
 ];
 const SHORT_SCENARIOS = new Set(['pg-immediate', 'pg-sigkill', `pg-outage-${outageS}s`, `redis-down-${outageS}s`, 'workers-sigkill']);
 const only = args.only === undefined ? null : new Set(args.only.split(','));
+for (const name of only ?? []) {
+  if (!ALL_SCENARIOS.some((s) => s.name === name))
+    throw new Error(`--only: no scenario ${name} (${ALL_SCENARIOS.map((s) => s.name).join(', ')})`);
+}
 const SCENARIOS = ALL_SCENARIOS.filter((s) => (only === null ? !SHORT || SHORT_SCENARIOS.has(s.name) : only.has(s.name)));
 
 // ---------------------------------------------------------------------------------------------
@@ -977,10 +987,11 @@ async function runScenario(s) {
   const watched = s.kind === 'database' || s.kind === 'workers' ? watchInflight(s) : Promise.resolve();
   await Promise.all([watched, sleep(POST_FAULT_MS)]);
   await auditThroughApi(s);
-  console.log(
-    `  fault ${((s.backAt - s.faultAt) / 1000).toFixed(1)} s, ${s.requests} requests, in flight ${s.inflight ?? '-'} ` +
-      `(final within ${watchedSeconds(s.inflightFinalMsMax)} s, leased ${s.leasedAtFault}: ${watchedSeconds(s.leasedFinalMsMax)} s, ${s.inflightLate} later than 5 s), audit ${s.audit}`,
-  );
+  const inflight =
+    s.inflight === null || s.inflight === 0
+      ? ''
+      : `, in flight ${s.inflight} (final within ${watchedSeconds(s.inflightFinalMsMax)} s, leased ${s.leasedAtFault}: ${watchedSeconds(s.leasedFinalMsMax)} s, ${s.inflightLate} later than 5 s)`;
+  console.log(`  fault ${((s.backAt - s.faultAt) / 1000).toFixed(1)} s, ${s.requests} requests${inflight}, audit ${s.audit}`);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1289,7 +1300,9 @@ function scenarioRow(s) {
   const inflight =
     s.inflight === null
       ? '-'
-      : `${s.inflight}, final within ${watchedSeconds(s.inflightFinalMsMax)} s${s.leasedAtFault > 0 ? ` (the ${s.leasedAtFault} leased: ${watchedSeconds(s.leasedFinalMsMax)} s)` : ''}, ${s.inflightLate} later than 5 s`;
+      : s.inflight === 0
+        ? 'none'
+        : `${s.inflight}, final within ${watchedSeconds(s.inflightFinalMsMax)} s${s.leasedAtFault > 0 ? ` (the ${s.leasedAtFault} leased: ${watchedSeconds(s.leasedFinalMsMax)} s)` : ''}, ${s.inflightLate} later than 5 s`;
   const redisCell = s.kind === 'redis' ? `nonce: ${servedText(s.nonce)}; no nonce: ${servedText(s.plain)}` : '-';
   return [
     s.name,
