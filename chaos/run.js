@@ -990,7 +990,7 @@ async function runScenario(s) {
   const inflight =
     s.inflight === null || s.inflight === 0
       ? ''
-      : `, in flight ${s.inflight} (final within ${watchedSeconds(s.inflightFinalMsMax)} s, leased ${s.leasedAtFault}: ${watchedSeconds(s.leasedFinalMsMax)} s, ${s.inflightLate} later than 5 s)`;
+      : `, in flight ${s.inflight} (final within ${watchedSeconds(s.inflightFinalMsMax)} s${s.leasedAtFault > 0 ? `, the ${s.leasedAtFault} leased: ${watchedSeconds(s.leasedFinalMsMax)} s` : ''}, ${s.inflightLate} later than 5 s)`;
   console.log(`  fault ${((s.backAt - s.faultAt) / 1000).toFixed(1)} s, ${s.requests} requests${inflight}, audit ${s.audit}`);
 }
 
