@@ -17,6 +17,8 @@ export async function startWebhookReceiver(secretOf, refusedShare) {
   /** @type {Map<string, WebhookEvent[]>} intent id → acknowledged events, in arrival order */
   const byIntent = new Map();
   const seen = new Set();
+  /** @type {Map<string, string>} refund id → the status its event carried */
+  const refunds = new Map();
   const server = createServer((request, response) => {
     /** @type {Buffer[]} */
     const chunks = [];
@@ -45,9 +47,14 @@ export async function startWebhookReceiver(secretOf, refusedShare) {
       if (seen.has(verified.idempotencyKey)) figures.repeats += 1;
       else {
         seen.add(verified.idempotencyKey);
-        const events = byIntent.get(verified.event.intentId) ?? [];
-        events.push(verified.event);
-        byIntent.set(verified.event.intentId, events);
+        // A refund's event names its original's intentId but is no status change of it (docs/EVENTS.md): kept apart.
+        const refundId = refundIdOf(verified.event);
+        if (refundId !== null) refunds.set(refundId, verified.event.statusTo);
+        else {
+          const events = byIntent.get(verified.event.intentId) ?? [];
+          events.push(verified.event);
+          byIntent.set(verified.event.intentId, events);
+        }
       }
       response.writeHead(204).end();
     });
@@ -70,6 +77,23 @@ export async function startWebhookReceiver(secretOf, refusedShare) {
       const inOrder = events.every((event, i) => i === 0 || event.statusFrom === events[i - 1]?.statusTo);
       return { received: events.some((event) => event.statusTo === status), inOrder };
     },
+    /**
+     * Whether the refund's event arrived with `status`.
+     * @param {string} refundId
+     * @param {string} status
+     */
+    refundReceived: (refundId, status) => refunds.get(refundId) === status,
     close: () => new Promise((resolve) => server.close(() => resolve(undefined))),
   };
+}
+
+/**
+ * The refund an event is about, when it is one: the webhook body carries `type` and `refundId`
+ * beside the fields the client's WebhookEvent type names.
+ * @param {WebhookEvent} event
+ * @returns {string | null}
+ */
+function refundIdOf(event) {
+  const fields = /** @type {Record<string, unknown>} */ (/** @type {unknown} */ (event));
+  return fields.type === 'refund' && typeof fields.refundId === 'string' ? fields.refundId : null;
 }
