@@ -93,7 +93,7 @@ import { statementsSection } from './statements.js';
  * @property {LoadResult} [p2pSaturation]
  * @property {LoadResult[]} [p2pSaturationByConcurrency]
  * @property {LoadResult[]} [p2pLatency]
- * @property {LoadResult[]} [p2pWithRefusals] closed loops with a share of payments refused by the ledger, by share and in-flight level
+ * @property {LoadResult[]} [p2pWithRefusals] closed loops plain, then with a share of payments refused by the ledger, by share and in-flight level
  * @property {LoadResult[]} [p2pReplays] closed loops plain and with a share of retried payments
  * @property {number} peakRssMb
  */
@@ -760,7 +760,7 @@ async function main() {
       pgr.p2pWithRefusals = [];
       for (const share of [0, ...REFUSED_SHARES]) {
         const refusals = share === 0 ? {} : { refusals: { share, payers: UNFUNDED } };
-        const load = await runJson('load.js', {
+        const load = await cpuMeasuredLoad(server, databaseUrl, {
           ...base,
           url: server.url,
           kind: 'p2p',
@@ -918,7 +918,7 @@ async function main() {
     const path = join(root, 'bench', 'results', `partial-${results.startedAt.replace(/[:.]/g, '-')}.json`);
     writeFileSync(path, `${JSON.stringify(results, null, 2)}\n`);
     log('partial run written to', path);
-    console.log(JSON.stringify(roundTwoFigures(results), null, 2));
+    console.log(JSON.stringify({ ...roundTwoFigures(results), ...refusalFigures(results) }, null, 2));
     return;
   }
   // No --only: every PostgreSQL section ran (a failed phase stands in for its result, see runJson).
@@ -1067,7 +1067,7 @@ async function soak(server, options) {
  * @param {string} engine
  * @param {number} share
  * @param {number} concurrency
- * @param {LoadResult} load
+ * @param {LoadResult & { cpuPerIntent?: CpuPerIntent }} load
  */
 function logRefusalPhase(engine, share, concurrency, load) {
   log(
@@ -1080,6 +1080,14 @@ function logRefusalPhase(engine, share, concurrency, load) {
     'refused /s, p99',
     load.latencyMs?.p99,
     'ms',
+    ...(load.cpuPerIntent === undefined
+      ? []
+      : [
+          '; CPU per settled intent (µs): payorch',
+          load.cpuPerIntent.payorchUs,
+          'PostgreSQL backends',
+          load.cpuPerIntent.postgresBackendsUs,
+        ]),
   );
 }
 
@@ -1160,9 +1168,10 @@ async function pglitePass(base, secret, configFile) {
     }
     if (runs('pglite-refusals')) {
       result.p2pWithRefusals = [];
-      for (const share of REFUSED_SHARES)
+      // Plain first, at the same levels on the same server: the refused shares' ratio is to it.
+      for (const share of [0, ...REFUSED_SHARES])
         for (const concurrency of PGLITE_REFUSAL_CONCURRENCY) {
-          const load = await closedLoop(concurrency, { refusals: { share, payers: unfunded } });
+          const load = await closedLoop(concurrency, share === 0 ? {} : { refusals: { share, payers: unfunded } });
           result.p2pWithRefusals.push(load);
           logRefusalPhase('PGlite', share, concurrency, load);
         }
@@ -1246,29 +1255,43 @@ function summarize(r) {
     liveHeapGrowthPct: p.soak.liveHeapGrowthPct,
     peakRssMb: p.soak.peakRssMb,
     pgliteP2pSaturatedPerS: r.pglite?.p2pSaturation?.throughputPerS ?? null,
-    // The fastest in-flight level of each refused share.
-    // Settled /s with each refused share against the plain phase before them, on one server.
-    postgresWithRefusals: REFUSED_SHARES.map((share) => {
-      const plain = r.postgres?.p2pWithRefusals?.find((x) => x.refusedShare === undefined);
-      const refused = r.postgres?.p2pWithRefusals?.find((x) => x.refusedShare === share);
+    ...refusalFigures(r),
+    ...roundTwoFigures(r),
+    loadAvg: { start: r.loadAvgAtStart, end: r.loadAvgAtEnd },
+  };
+}
+
+/**
+ * Settled /s with each refused share against the plain phase before it on the same server
+ * (`toPlain`): on PostgreSQL at its one in-flight level, on PGlite the fastest level of each
+ * share against the fastest plain one. A refusal that cost no more than a payment would leave
+ * 1 − share of the plain rate settled. Printed by partial runs too.
+ * @param {BenchResults} r
+ */
+function refusalFigures(r) {
+  /** @param {number | undefined} a @param {number | undefined} b */
+  const ratio = (a, b) => (a === undefined || b === undefined || b === 0 ? null : Math.round((a / b) * 100) / 100);
+  /** @param {readonly LoadResult[] | undefined} loads @param {number | undefined} share */
+  const fastest = (loads, share) => {
+    /** @type {LoadResult | undefined} */
+    let best;
+    for (const x of loads ?? []) if (x.refusedShare === share && (best === undefined || x.throughputPerS > best.throughputPerS)) best = x;
+    return best;
+  };
+  /** @param {readonly LoadResult[] | undefined} loads */
+  const figures = (loads) => {
+    const plain = fastest(loads, undefined);
+    return REFUSED_SHARES.map((share) => {
+      const refused = fastest(loads, share);
       return {
         refusedShare: share,
         settledPerS: refused?.throughputPerS ?? null,
         refusedPerS: refused?.refusedPerS ?? null,
-        toPlain:
-          plain === undefined || refused === undefined ? null : Math.round((refused.throughputPerS / plain.throughputPerS) * 100) / 100,
+        toPlain: ratio(refused?.throughputPerS, plain?.throughputPerS),
       };
-    }),
-    pgliteWithRefusals: REFUSED_SHARES.map((share) => {
-      /** @type {LoadResult | undefined} */
-      let fastest;
-      for (const x of r.pglite?.p2pWithRefusals ?? [])
-        if (x.refusedShare === share && (fastest === undefined || x.throughputPerS > fastest.throughputPerS)) fastest = x;
-      return { refusedShare: share, settledPerS: fastest?.throughputPerS ?? null, refusedPerS: fastest?.refusedPerS ?? null };
-    }),
-    ...roundTwoFigures(r),
-    loadAvg: { start: r.loadAvgAtStart, end: r.loadAvgAtEnd },
+    });
   };
+  return { postgresWithRefusals: figures(r.postgres?.p2pWithRefusals), pgliteWithRefusals: figures(r.pglite?.p2pWithRefusals) };
 }
 
 /**

@@ -9,6 +9,10 @@
 // table per transaction, with no PL/pgSQL: what a hand-written research prototype pays, against
 // which the server's own functions are judged.
 // `--with-reads` adds the server's reads per intent (config version, accounts, fee accounts).
+// `refusals` ({ share, payers: [first, count] }, style 'server' only): that share of the intents
+// pays from payers who have no money (never funded, never paid), spread as bench/load.js spreads
+// them; each must be refused INSUFFICIENT_FUNDS and every other one settle. What a refusal costs
+// the database, without HTTP or the load generator sharing the machine.
 // node bench/sql-floor.js '<json options>'  → one JSON line on stdout.
 import { createHash, randomUUID } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
@@ -38,10 +42,11 @@ import { SqlLedger } from '../dist/ledger/sql-ledger.js';
  * @property {number} [fee]
  * @property {number} [batch]
  * @property {'server' | 'plain'} [style]
+ * @property {{ share: number, payers: [first: number, count: number] }} [refusals]
  */
 /**
- * What the run prints: its JSON line on stdout.
- * @typedef {{ style: 'server' | 'plain', withReads: boolean, concurrency: number, batch: number, durationS: number, ok: number, failed: number, throughputPerS: number }} SqlFloorResult
+ * What the run prints: its JSON line on stdout (refused and refusedPerS with `refusals`).
+ * @typedef {{ style: 'server' | 'plain', withReads: boolean, concurrency: number, batch: number, durationS: number, ok: number, failed: number, throughputPerS: number, refusedShare?: number, refused?: number, refusedPerS?: number }} SqlFloorResult
  */
 
 /** @type {SqlFloorOptions} */
@@ -58,7 +63,9 @@ const {
   fee = 1,
   batch = 1,
   style = 'server',
+  refusals,
 } = options;
+if (refusals !== undefined && style !== 'server') throw new Error('refusals: style server only');
 const [firstUser, userCount] = users;
 const db = await openDatabase(databaseUrl, dataDir);
 const ledger = new SqlLedger();
@@ -155,19 +162,29 @@ async function commitOf(payer, recipient) {
   };
 }
 
-/** @param {ReadonlyArray<readonly [payer: number, recipient: number]>} payers */
+/**
+ * @param {ReadonlyArray<readonly [payer: number, recipient: number]>} payers
+ * @returns {Promise<number>} the intents refused, as they should be, for funds
+ */
 async function settleBatch(payers) {
   /** @type {IntentCommit[]} */
   const items = [];
   for (const [payer, recipient] of payers) items.push(await commitOf(payer, recipient));
   if (style === 'plain') {
     await db.transaction((tx) => plainCommit(tx, items));
-    return;
+    return 0;
   }
   const { outcomes } = await db.transaction((tx) => commitBatch(tx, ledger, items));
-  const refused = outcomes.find((o) => o.kind !== 'stored' || o.failure !== null);
-  if (refused !== undefined)
-    throw new Error(`refused in the floor: ${JSON.stringify(refused, (_, v) => (typeof v === 'bigint' ? String(v) : v))}`);
+  const unfunded = (/** @type {number} */ payer) =>
+    refusals !== undefined && payer >= refusals.payers[0] && payer < refusals.payers[0] + refusals.payers[1];
+  const wrong = outcomes.find((o, i) =>
+    unfunded(/** @type {number} */ (payers[i]?.[0]))
+      ? o.kind !== 'refused' || o.error.code !== 'INSUFFICIENT_FUNDS'
+      : o.kind !== 'stored' || o.failure !== null,
+  );
+  if (wrong !== undefined)
+    throw new Error(`unexpected in the floor: ${JSON.stringify(wrong, (_, v) => (typeof v === 'bigint' ? String(v) : v))}`);
+  return outcomes.filter((o) => o.kind === 'refused').length;
 }
 
 /** Shards of an unguarded account, as sql/ledger spreads a hot account's credits. */
@@ -313,6 +330,7 @@ function netPostedMoves(rows) {
 
 let ok = 0;
 let failed = 0;
+let refusedCount = 0;
 const start = performance.now();
 const warmEnd = start + warmupS * 1000;
 const end = warmEnd + durationS * 1000;
@@ -322,13 +340,20 @@ await Promise.all(
   Array.from({ length: concurrency }, async (_, w) => {
     for (let i = 0; performance.now() < end; i += batch) {
       const pairs = Array.from({ length: batch }, (_, k) => {
-        const payer = firstUser + w + concurrency * ((i + k) % perWorker);
-        const recipient = firstUser + ((payer - firstUser + 1 + ((i + k) % (userCount - 1))) % userCount);
+        const funded = firstUser + w + concurrency * ((i + k) % perWorker);
+        const recipient = firstUser + ((funded - firstUser + 1 + ((i + k) % (userCount - 1))) % userCount);
+        // The n-th intent is refused when ⌊(n + 1)·share⌋ > ⌊n·share⌋, as in bench/load.js.
+        const n = i + k + w;
+        const refused = refusals !== undefined && Math.floor((n + 1) * refusals.share) > Math.floor(n * refusals.share);
+        const payer = refused ? refusals.payers[0] + ((w * batch + k) % refusals.payers[1]) : funded;
         return /** @type {const} */ ([payer, recipient]);
       });
       try {
-        await settleBatch(pairs);
-        if (performance.now() >= warmEnd) ok += batch;
+        const refusedNow = await settleBatch(pairs);
+        if (performance.now() >= warmEnd) {
+          ok += batch - refusedNow;
+          refusedCount += refusedNow;
+        }
       } catch (error) {
         failed += batch;
         if (failed <= 3 * batch) process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
@@ -338,6 +363,18 @@ await Promise.all(
 );
 const elapsedS = (performance.now() - warmEnd) / 1000;
 process.stdout.write(
-  `${JSON.stringify({ style, withReads, concurrency, batch, durationS: Math.round(elapsedS * 10) / 10, ok, failed, throughputPerS: Math.round(ok / elapsedS) })}\n`,
+  `${JSON.stringify({
+    style,
+    withReads,
+    concurrency,
+    batch,
+    durationS: Math.round(elapsedS * 10) / 10,
+    ok,
+    failed,
+    throughputPerS: Math.round(ok / elapsedS),
+    ...(refusals === undefined
+      ? {}
+      : { refusedShare: refusals.share, refused: refusedCount, refusedPerS: Math.round(refusedCount / elapsedS) }),
+  })}\n`,
 );
 await db.close();

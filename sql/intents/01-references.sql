@@ -38,12 +38,17 @@ DROP TRIGGER IF EXISTS transactions_intent_id_fixed ON transactions;
 CREATE TRIGGER transactions_intent_id_fixed BEFORE UPDATE OF intent_id ON transactions
   FOR EACH ROW EXECUTE FUNCTION intent_refuse_id_change();
 
+-- Every look-up by an index: the history rows of an intent's own and those of its refunds are
+-- indexed apart (partial indexes, migrations/022-refunds.sql and 035), and a condition that names
+-- neither side can use neither index. It read the whole of `transactions` at every batch that
+-- dropped an intent refused for funds (intent-batch-writer.ts).
 CREATE OR REPLACE FUNCTION intents_refuse_referenced_delete() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
   v_deleted uuid[] := ARRAY(SELECT id FROM deleted);
 BEGIN
   IF EXISTS (SELECT 1 FROM intent_events WHERE intent_id = ANY (v_deleted))
-     OR EXISTS (SELECT 1 FROM transactions WHERE intent_id = ANY (v_deleted)) THEN
+     OR EXISTS (SELECT 1 FROM transactions WHERE intent_id = ANY (v_deleted) AND refund_id IS NULL)
+     OR EXISTS (SELECT 1 FROM transactions WHERE intent_id = ANY (v_deleted) AND refund_id IS NOT NULL) THEN
     RAISE EXCEPTION 'an intent named by audit events or history rows is not deleted' USING ERRCODE = 'foreign_key_violation';
   END IF;
   RETURN NULL;
@@ -55,7 +60,9 @@ CREATE TRIGGER intents_referenced_not_deleted AFTER DELETE ON intents
 CREATE OR REPLACE FUNCTION intents_refuse_referenced_id_change() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF NEW.id IS DISTINCT FROM OLD.id
-     AND (EXISTS (SELECT 1 FROM intent_events WHERE intent_id = OLD.id) OR EXISTS (SELECT 1 FROM transactions WHERE intent_id = OLD.id)) THEN
+     AND (EXISTS (SELECT 1 FROM intent_events WHERE intent_id = OLD.id)
+          OR EXISTS (SELECT 1 FROM transactions WHERE intent_id = OLD.id AND refund_id IS NULL)
+          OR EXISTS (SELECT 1 FROM transactions WHERE intent_id = OLD.id AND refund_id IS NOT NULL)) THEN
     RAISE EXCEPTION 'an intent named by audit events or history rows keeps its id' USING ERRCODE = 'foreign_key_violation';
   END IF;
   RETURN NEW;

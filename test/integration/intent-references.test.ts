@@ -35,6 +35,13 @@ const addHistory = (ids: readonly string[]) =>
      SELECT unnest($1::uuid[]), 'user.2.THB', 'P2P_TRANSFER', 'CREDIT', 5, 'THB'`,
     [ids],
   );
+/** A refund's history row: it names the refunded intent and the refund (its own rows name none). */
+const addRefundHistory = (id: string) =>
+  db.query(
+    `INSERT INTO transactions (intent_id, refund_id, account_name, operation_type, direction, amount, currency)
+     VALUES ($1, $2, 'user.2.THB', 'P2P_TRANSFER', 'DEBIT', 5, 'THB')`,
+    [id, randomUUID()],
+  );
 const count = async (table: 'intent_events' | 'transactions', id: string) =>
   (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table} WHERE intent_id = $1`, [id])).rows[0]!.n;
 
@@ -65,5 +72,33 @@ describe('references to intents', () => {
       FOREIGN_KEY_VIOLATION,
     );
     expect((await db.query('DELETE FROM intents WHERE id = $1', [unnamed])).rowCount).toBe(1);
+  });
+
+  it("refuses to delete an intent a refund's history row names", async () => {
+    const refunded = await storeIntent();
+    await addRefundHistory(refunded);
+    await expect(db.query('DELETE FROM intents WHERE id = $1', [refunded])).rejects.toMatchObject(FOREIGN_KEY_VIOLATION);
+    await expect(db.query('UPDATE intents SET id = $2 WHERE id = $1', [refunded, randomUUID()])).rejects.toMatchObject(
+      FOREIGN_KEY_VIOLATION,
+    );
+  });
+
+  it('checks a deleted intent against the history rows by index, not by reading the whole table', async () => {
+    // Every batch that holds a payment refused for funds deletes that intent again: a check that
+    // read all of `transactions` cost each such batch the size of the payments' history.
+    const [historied, unnamed] = [await storeIntent(), await storeIntent()];
+    await addHistory([historied]);
+    await addRefundHistory(historied);
+    const seqScans = await db.transaction(async (tx) => {
+      // Sequential scans priced out, as on a table large enough for them to cost: one is taken
+      // only where no index can answer.
+      await tx.query('SET LOCAL enable_seqscan = off');
+      expect((await tx.query('DELETE FROM intents WHERE id = $1', [unnamed])).rowCount).toBe(1);
+      const { rows } = await tx.query<{ n: number }>(
+        "SELECT coalesce(sum(seq_scan), 0)::int AS n FROM pg_stat_xact_user_tables WHERE relname IN ('transactions', 'intent_events')",
+      );
+      return rows[0]!.n;
+    });
+    expect(seqScans).toBe(0);
   });
 });
