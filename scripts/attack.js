@@ -23,8 +23,8 @@ import { messageSignedHeaders } from '../dist/domain/auth/message-signing.js';
 import { signedHeaders } from '../dist/domain/auth/signing.js';
 
 const SIZES = {
-  small: { held: 400, holders: 1, slowQuotes: 40, nonces: 1_000, delayBound: 'relative' },
-  large: { held: 20_000, holders: 2, slowQuotes: 200, nonces: 300_000, delayBound: 'absolute' },
+  small: { held: 400, holders: 1, slowQuotes: 40, nonces: 1_000, floodBudgetS: 60, delayBound: 'relative' },
+  large: { held: 20_000, holders: 2, slowQuotes: 200, nonces: 300_000, floodBudgetS: 240, delayBound: 'absolute' },
 };
 /** The bounds the review set: /health within 1 s during the hold; a payment delayed by at most 200 ms (docs/SECURITY.md §10a). */
 const HEALTH_MS_MAX = 1_000;
@@ -38,6 +38,14 @@ const PAYMENT_DELAY_MS_MAX = 200;
  */
 const FLOOD_SHARE_MAX = 0.25;
 const FLOOD_CONCURRENCY = 64;
+/** Client processes of the nonce flood. */
+const FLOOD_PROCESSES = 2;
+/** Signed, and refused by its schema only after the nonce is recorded (see flood()). */
+const FLOOD_PATH = '/events?limit=0';
+/** A captured admin write's X-Timestamp ahead of now: it stays acceptable for 60 + this many seconds. */
+const CAPTURE_AHEAD_S = 55;
+const CAPTURE_INTERVAL_MS = 50_000;
+const REPLAY_INTERVAL_MS = 5_000;
 /** X-Signature's window (docs/rules.md R1). */
 const SIGNATURE_WINDOW_S = 60;
 /** Payments timed during the slow-quote flood; the verdict is on their median, the worst is printed too. */
@@ -54,6 +62,14 @@ const { values: args } = parseArgs({
     nonces: { type: 'string' },
     hold: { type: 'string' },
     port: { type: 'string' },
+    // The nonce flood stops at its count or after this many seconds, whichever comes first (the run must end within minutes).
+    'flood-s': { type: 'string' },
+    // Internal: this script as a child that floods unique nonces at --url until --until (epoch ms).
+    flood: { type: 'string' },
+    until: { type: 'string' },
+    url: { type: 'string' },
+    // The service's Redis (replay records, rate limits); default none: records in the service's memory.
+    'redis-url': { type: 'string', default: '' },
   },
 });
 
@@ -101,7 +117,8 @@ async function main() {
     await setUp(api);
     results.push(await legacyReplay(api));
     results.push(await slowQuotes(api, size.slowQuotes, /** @type {'absolute' | 'relative'} */ (size.delayBound)));
-    results.push(await nonceFlood(api, args.nonces === undefined ? size.nonces : Number(args.nonces)));
+    const floodBudgetS = args['flood-s'] === undefined ? size.floodBudgetS : Number(args['flood-s']);
+    results.push(await nonceFlood(api, args.nonces === undefined ? size.nonces : Number(args.nonces), floodBudgetS));
     results.push(await heldConnections(service, size.held, size.holders));
   } finally {
     service.child.kill('SIGTERM');
@@ -147,7 +164,7 @@ function productionEnv(configFile, adminToken) {
     QR_SIGNING_SECRET: strong(),
     PSPX_SIMULATOR: '1',
     DATABASE_URL: args['database-url'],
-    REDIS_URL: '',
+    REDIS_URL: args['redis-url'],
     PORT: '0',
     HOST: '127.0.0.1',
     LOG_LEVEL: 'warn',
@@ -356,45 +373,143 @@ async function slowQuotes(api, count, delayBound) {
 }
 
 /**
- * R61: one key floods unique nonces; a captured admin write is replayed afterwards.
+ * R61: one key floods unique nonces while captured admin writes are replayed throughout. Each write
+ * is captured with its X-Timestamp 55 s ahead (the window is ±60 s), so it stays acceptable for
+ * almost two minutes; a replay within that time is refused only by its record, never by its
+ * timestamp. A new write is captured every CAPTURE_INTERVAL_MS, so every stretch of the flood has
+ * one whose record it would have to evict. The flood is spread over `FLOOD_PROCESSES` child
+ * processes (this script with --flood), so the signing client is not what limits the rate.
  * @param {Api} api
  * @param {number} count
+ * @param {number} budgetS
  */
-async function nonceFlood(api, count) {
+async function nonceFlood(api, count, budgetS) {
   const body = JSON.stringify({ level: 'warn' });
-  const captured = {
-    ...signedHeaders('admin-tool', api.secrets['admin-tool'] ?? '', 'PUT', '/admin/log-level', body),
-    'content-type': 'application/json',
+  /** @type {{ send: () => Promise<Response>; validUntilMs: number; first: number }[]} */
+  const captured = [];
+  const capture = async () => {
+    const aheadS = Math.floor(Date.now() / 1000) + CAPTURE_AHEAD_S;
+    const headers = {
+      ...signedHeaders('admin-tool', api.secrets['admin-tool'] ?? '', 'PUT', '/admin/log-level', body, { nowS: aheadS }),
+      'content-type': 'application/json',
+    };
+    const send = () => fetch(`${api.url}/admin/log-level`, { method: 'PUT', headers, body });
+    // A margin of 2 s inside the window: a replay later than that could be refused for its time.
+    captured.push({ send, validUntilMs: (aheadS + SIGNATURE_WINDOW_S) * 1000 - 2_000, first: (await send()).status });
   };
-  const send = () => fetch(`${api.url}/admin/log-level`, { method: 'PUT', headers: captured, body });
-  const first = (await send()).status;
-  /** @type {Map<number, number>} */
-  const statuses = new Map();
-  let next = 0;
+  /** @type {Map<string, number>} */
+  const replays = new Map();
+  const replayLive = async () => {
+    const nowMs = Date.now();
+    for (const write of captured.filter((c) => c.validUntilMs > nowMs)) {
+      const res = await write.send();
+      const message = /** @type {{ message?: string } | null} */ (await res.json().catch(() => null))?.message;
+      const key = `${res.status} ${message ?? ''}`;
+      replays.set(key, (replays.get(key) ?? 0) + 1);
+    }
+  };
+  await capture();
   const startedAt = performance.now();
+  let flooding = true;
+  const probing = (async () => {
+    let lastCaptureMs = performance.now();
+    while (flooding) {
+      await new Promise((resolve) => setTimeout(resolve, REPLAY_INTERVAL_MS));
+      if (performance.now() - lastCaptureMs >= CAPTURE_INTERVAL_MS) {
+        lastCaptureMs = performance.now();
+        await capture();
+      }
+      await replayLive();
+    }
+  })();
+  const children = Array.from({ length: FLOOD_PROCESSES }, (_, i) =>
+    fork(
+      fileURLToPath(import.meta.url),
+      [
+        '--flood',
+        String(Math.floor(count / FLOOD_PROCESSES) + (i < count % FLOOD_PROCESSES ? 1 : 0)),
+        '--url',
+        api.url,
+        '--until',
+        String(Date.now() + budgetS * 1000),
+      ],
+      {
+        stdio: 'ignore',
+        env: { ...process.env, ATTACK_SECRET: api.secrets['mobile-gateway'] ?? '' },
+      },
+    ),
+  );
+  const reports = await Promise.all(
+    children.map(
+      (child) =>
+        /** @type {Promise<{ statuses: Record<string, number>; last: Record<string, string> }>} */ (
+          new Promise((resolve) => child.once('message', resolve))
+        ),
+    ),
+  );
+  const floodS = (performance.now() - startedAt) / 1000;
+  const sent = reports.reduce((sum, report) => sum + Object.values(report.statuses).reduce((a, b) => a + b, 0), 0);
+  flooding = false;
+  await probing;
+  await replayLive();
+  // The flood's own last request again: its nonce was recorded, so the flood did fill the store.
+  const lastAgain = await fetch(`${api.url}${FLOOD_PATH}`, { headers: reports[0]?.last ?? {} });
+  const lastAgainMessage = /** @type {{ message?: string } | null} */ (await lastAgain.json().catch(() => null))?.message;
+  /** @type {Record<string, number>} */
+  const floodStatuses = {};
+  for (const report of reports)
+    for (const [status, n] of Object.entries(report.statuses)) floodStatuses[status] = (floodStatuses[status] ?? 0) + n;
+  const replayStatuses = Object.fromEntries(replays);
+  const replayed = [...replays.keys()];
+  return {
+    probe: `up to ${count} unique-nonce requests from one key within ${budgetS} s, captured admin writes replayed throughout`,
+    sent,
+    floodStatuses,
+    floodS: round(floodS),
+    floodPerS: Math.round(sent / floodS),
+    capturedWrites: captured.length,
+    capturedFirstStatuses: countBy(captured.map((c) => c.first)),
+    replayStatuses,
+    floodNonceReplayed: `${lastAgain.status} ${lastAgainMessage ?? ''}`,
+    passed:
+      captured.every((c) => c.first === 200) &&
+      replayed.length > 0 &&
+      replayed.every((key) => key === '401 replayed request' || key.startsWith('503 ')) &&
+      lastAgain.status === 401,
+  };
+}
+
+/**
+ * A flood child: `count` GET requests (fewer when `untilMs` comes first), each message-signed by
+ * mobile-gateway with its own nonce, FLOOD_CONCURRENCY at a time. The query is refused by the
+ * route's schema (limit 0), after the signature, the rate limit and the nonce record: the record
+ * is what the flood is about, and the service spends nothing else on it. Reports its statuses and
+ * the last request's headers.
+ * @param {string} url
+ * @param {number} count
+ * @param {number} untilMs
+ */
+async function flood(url, count, untilMs) {
+  const secret = process.env.ATTACK_SECRET ?? '';
+  /** @type {Record<string, number>} */
+  const statuses = {};
+  /** @type {Record<string, string>} */
+  let last = {};
+  let next = 0;
   await Promise.all(
     Array.from({ length: FLOOD_CONCURRENCY }, async () => {
-      while (next < count) {
+      while (next < count && Date.now() < untilMs) {
         next += 1;
-        const res = await api.call('GET', '/events?limit=1', { service: 'mobile-gateway' });
-        statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+        const headers = messageSignedHeaders('mobile-gateway', secret, 'GET', FLOOD_PATH, '');
+        const res = await fetch(`${url}${FLOOD_PATH}`, { headers }).catch(() => null);
+        await res?.arrayBuffer();
+        const status = String(res?.status ?? 'error');
+        statuses[status] = (statuses[status] ?? 0) + 1;
+        last = headers;
       }
     }),
   );
-  const floodS = (performance.now() - startedAt) / 1000;
-  const replay = await send();
-  const replayBody = /** @type {{ message?: string } | null} */ (await replay.json().catch(() => null));
-  return {
-    probe: `${count} unique-nonce requests from one key, then a captured admin write replayed`,
-    firstWrite: first,
-    floodStatuses: Object.fromEntries(statuses),
-    floodPerS: Math.round(count / floodS),
-    replayStatus: replay.status,
-    replayMessage: replayBody?.message,
-    // Past the signature window the replay is refused for its timestamp, which says nothing of the record.
-    replayWithinWindow: floodS < SIGNATURE_WINDOW_S,
-    passed: first === 200 && replay.status === 401 && (floodS >= SIGNATURE_WINDOW_S || replayBody?.message === 'replayed request'),
-  };
+  process.send?.({ statuses, last });
 }
 
 /**
@@ -475,4 +590,5 @@ function round(ms) {
 
 // Last: every declaration above is initialised by now.
 if (args.hold !== undefined) await holdConnections(Number(args.port), Number(args.hold));
+else if (args.flood !== undefined) await flood(args.url ?? '', Number(args.flood), Number(args.until));
 else await main();

@@ -45,6 +45,7 @@ import { VERSION } from './version.js';
 import { REQUEST_ID_HEADER, requestIdOf } from './http/request-id.js';
 import { ConfigCache } from './domain/auth/config-cache.js';
 import { departureFor } from './adapters/coalesced-reads.js';
+import { CursorSeal } from './domain/events/cursor-seal.js';
 
 export interface AppDeps {
   readonly config: Config;
@@ -115,6 +116,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onClose', async () => outage.stop());
   registerErrorHandling(app, deps.config.production, outage);
   const metrics = deps.metrics ?? createMetrics({ sql: deps.db });
+  const cursors = new CursorSeal(deps.config.cursorSealSecret);
   const servesApi = deps.config.role !== 'workers';
   if (servesApi) {
     // One per app: every request checks it against the database's config version (config-cache.ts).
@@ -171,11 +173,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   intentStreamRoutes(app, {
     db: deps.db,
     broker: deps.broker,
+    cursors,
     openStreams: metrics.liveStreams,
     streamsPerServiceMax: deps.config.sseStreamsPerServiceMax,
     onRefused: () => metrics.rateLimited('streams'),
   });
-  eventRoutes(app, { db: deps.db });
+  eventRoutes(app, { db: deps.db, cursors });
   adminIntentRoutes(app, { db: deps.db });
   adminResolveRoutes(app, { db: deps.db, publisher: intentDeps.publisher });
   adminReconciliationRoutes(app, { db: deps.db, publisher: intentDeps.publisher, pspx: deps.pspx, log: app.log });

@@ -37,6 +37,14 @@ export interface Config {
   readonly qrSigningSecret: string;
   /** True when QR_SIGNING_SECRET was generated: invoices do not verify across restarts. */
   readonly qrSigningSecretGenerated: boolean;
+  /** CURSOR_SECRET as set; undefined: unset. */
+  readonly cursorSecret: string | undefined;
+  /**
+   * The key material of event cursors (docs/rules.md R63): CURSOR_SECRET, else QR_SIGNING_SECRET,
+   * so that production (which requires the latter) needs no new setting; with neither, a fixed
+   * development value, so that cursors survive a restart of `npm start` (production refuses that).
+   */
+  readonly cursorSealSecret: string;
   readonly production: boolean;
   readonly logLevel: string;
   readonly pspWorkerIntervalMs: number;
@@ -175,6 +183,9 @@ function natsName(env: NodeJS.ProcessEnv, name: string, fallback: string, patter
   return value;
 }
 
+/** Not a secret: used only outside production, where QR_SIGNING_SECRET may be unset. */
+const DEVELOPMENT_CURSOR_SECRET = 'payorch development cursor seal: not for production';
+
 const nonEmpty = (value: string | undefined) => (value === undefined || value === '' ? undefined : value);
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -198,6 +209,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     metricsToken: nonEmpty(env.METRICS_TOKEN),
     qrSigningSecret: qrSecret ?? randomBytes(32).toString('hex'),
     qrSigningSecretGenerated: qrSecret === undefined,
+    cursorSecret: nonEmpty(env.CURSOR_SECRET),
+    cursorSealSecret: nonEmpty(env.CURSOR_SECRET) ?? qrSecret ?? DEVELOPMENT_CURSOR_SECRET,
     production: env.NODE_ENV === 'production',
     logLevel: nonEmpty(env.LOG_LEVEL) ?? 'info',
     pspWorkerIntervalMs: integer(env, 'PSP_WORKER_INTERVAL_MS', 1000, 1),

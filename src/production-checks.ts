@@ -45,6 +45,7 @@ export function unsafeProductionSettings(config: Config): string[] {
     ['ADMIN_TOKEN', config.adminToken],
     ['METRICS_TOKEN', config.metricsToken],
     ['QR_SIGNING_SECRET', config.qrSigningSecretGenerated ? undefined : config.qrSigningSecret],
+    ['CURSOR_SECRET', config.cursorSecret],
   ];
   for (const [name, secret] of named) {
     if (secret !== undefined && isUnsafe(secret)) problems.push(`${name} is a demo secret or contains "${PLACEHOLDER}"`);

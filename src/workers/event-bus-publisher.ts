@@ -1,6 +1,7 @@
 import type { Database } from '../adapters/database.js';
 import type { BusMessage, EventBus } from '../adapters/event-bus.js';
 import type { Logger } from '../adapters/logger.js';
+import { type CursorSeal, EVENT_BUS_SCOPE } from '../domain/events/cursor-seal.js';
 import { comparePositions, decodeFeedCursor, encodeFeedCursor, FEED_START, type FeedPosition } from '../domain/events/feed-cursor.js';
 import { loadReaderPosition, storeReaderPosition } from '../domain/events/feed-readers.js';
 import { type FeedEvent, feedEventView, readFeed } from '../domain/events/feed.js';
@@ -9,7 +10,7 @@ import { type FeedEvent, feedEventView, readFeed } from '../domain/events/feed.j
  * Publishes every feed event to the event bus (docs/EVENTS.md), in feed order, from its own
  * stored position: publish, wait for the stream's acknowledgements, then store the position. A
  * crash between the two repeats the publications, and the stream drops them by `Nats-Msg-Id`
- * (the cursor). On taking over, it first moves its position up to the stream's newest message,
+ * (the position, sealed: docs/rules.md R63). On taking over, it first moves its position up to the stream's newest message,
  * so a repeat after a long outage (past the duplicate window) is not published again either.
  * Runs in the outbox leader only (workers/index.ts), so one process publishes at a time.
  */
@@ -24,6 +25,8 @@ export interface EventBusPublisherDeps {
   readonly db: Database;
   readonly connect: () => Promise<EventBus>;
   readonly log: Logger;
+  /** Seals message ids and the events' cursors; the ids are opened again to resume. */
+  readonly cursors: CursorSeal;
   readonly settings: {
     /** Subjects are `{subjectPrefix}.{serviceId}`. */
     readonly subjectPrefix: string;
@@ -51,7 +54,8 @@ export function createEventBusPublisher(deps: EventBusPublisherDeps): EventBusPu
   const resume = async (open: EventBus): Promise<FeedPosition> => {
     const stored = (await loadReaderPosition(db, settings.readerName)) ?? FEED_START;
     const lastId = await open.lastMessageId();
-    const published = lastId === null ? null : decodeFeedCursor(lastId);
+    // A stream written before ids were sealed ends in a plain one: it is our own, so it is trusted.
+    const published = lastId === null ? null : (deps.cursors.open(EVENT_BUS_SCOPE, lastId) ?? decodeFeedCursor(lastId));
     if (published === null || comparePositions(published, stored) <= 0) return stored;
     await storeReaderPosition(db, settings.readerName, published);
     log.info(
@@ -63,8 +67,8 @@ export function createEventBusPublisher(deps: EventBusPublisherDeps): EventBusPu
 
   const toMessage = (event: FeedEvent): BusMessage => ({
     subject: `${settings.subjectPrefix}.${event.serviceId}`,
-    id: event.cursor,
-    data: JSON.stringify(feedEventView(event)),
+    id: deps.cursors.seal(EVENT_BUS_SCOPE, event.position),
+    data: JSON.stringify(feedEventView(event, deps.cursors)),
   });
 
   return {

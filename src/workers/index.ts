@@ -4,6 +4,7 @@ import type { Database } from '../adapters/database.js';
 import type { WorkerMetrics } from '../observability/metrics.js';
 import type { PspxClient } from '../adapters/pspx/pspx-client.js';
 import type { Config } from '../config.js';
+import { CursorSeal } from '../domain/events/cursor-seal.js';
 import { StatusPublisher } from '../domain/intents/store/status-publisher.js';
 import type { Logger } from '../adapters/logger.js';
 import type { Ledger } from '../ledger/ledger.js';
@@ -101,11 +102,13 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
             difference: reading.difference,
           },
     );
+  const cursors = new CursorSeal(config.cursorSealSecret);
   const feed = createEventFeedWorker({ db, log: log.child({ worker: 'event-feed' }), retentionDays: config.eventRetentionDays });
   const webhooks = createWebhookWorker({
     db,
     secrets: deps.secrets,
     log: log.child({ worker: 'webhooks' }),
+    cursors,
     settings: { ...WEBHOOK_DEFAULTS, retryBaseMs: config.webhookRetryBaseMs },
     ...metrics,
   });
@@ -156,6 +159,7 @@ function eventBusPublisher(deps: WorkersDeps): EventBusPublisher | null {
     db: deps.db,
     connect: () => connectEventBus(url, stream),
     log: deps.log.child({ worker: 'event-bus' }),
+    cursors: new CursorSeal(config.cursorSealSecret),
     settings: { subjectPrefix: stream.subjectPrefix, readerName: `nats:${stream.streamName}`, batchSizeMax: EVENT_BUS_BATCH_SIZE_MAX },
   });
 }

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import type { Database } from '../adapters/database.js';
+import type { CursorSeal } from '../domain/events/cursor-seal.js';
 import type { Logger } from '../adapters/logger.js';
 import type { WorkerMetrics } from '../observability/metrics.js';
 import { webhookSignedHeaders } from '../domain/auth/message-signing.js';
@@ -52,6 +53,8 @@ export interface WebhookWorkerDeps {
   /** The services' secrets as loaded now (reloads included); the first one listed signs. */
   readonly secrets: () => ReadonlyMap<string, readonly string[]>;
   readonly log: Logger;
+  /** Seals the cursor each event body carries (docs/rules.md R63). */
+  readonly cursors: CursorSeal;
   readonly settings: WebhookWorkerSettings;
   readonly metrics?: WorkerMetrics;
   readonly fetch?: typeof fetch;
@@ -79,6 +82,18 @@ export interface WebhookWorker {
   stop(): Promise<void>;
 }
 
+/**
+ * The cursor in the event's body, as sealed when the delivery was taken from the feed: the same on
+ * every attempt, and not the internal position the row keeps (docs/rules.md R63). A delivery
+ * taken before cursors were sealed keeps the key it was first sent with, so a receiver's
+ * de-duplication holds across the upgrade.
+ */
+function idempotencyKeyOf(delivery: ClaimedDelivery): string {
+  const { cursor } = JSON.parse(delivery.body) as { cursor: unknown };
+  assert.ok(typeof cursor === 'string', 'a webhook body is a feed event with its cursor');
+  return cursor;
+}
+
 type AttemptResult = { readonly outcome: 'acknowledged' } | { readonly outcome: FailedOutcome; readonly httpStatus?: number };
 
 export function createWebhookWorker(deps: WebhookWorkerDeps): WebhookWorker {
@@ -93,7 +108,7 @@ export function createWebhookWorker(deps: WebhookWorkerDeps): WebhookWorker {
     const url = new URL(delivery.url);
     const headers = {
       'content-type': 'application/json',
-      'idempotency-key': delivery.cursor,
+      'idempotency-key': idempotencyKeyOf(delivery),
       ...webhookSignedHeaders(secret, url.pathname, delivery.body),
     };
     try {
@@ -161,7 +176,7 @@ export function createWebhookWorker(deps: WebhookWorkerDeps): WebhookWorker {
     let taken = 0;
     const started: Promise<Delivered>[] = [];
     for (const serviceId of await servicesWithWebhooks(db)) {
-      taken += await takeFeedPage(db, serviceId, settings.feedPageSizeMax);
+      taken += await takeFeedPage(db, serviceId, settings.feedPageSizeMax, deps.cursors);
       if (lanes.has(serviceId) || stopping) continue;
       const lane = runLane(serviceId).finally(() => lanes.delete(serviceId));
       lanes.set(serviceId, lane);

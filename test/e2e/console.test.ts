@@ -7,6 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { StatusPublisher } from '../../src/domain/intents/store/status-publisher.js';
 import { createOutboxWorker, OUTBOX_DEFAULTS, type OutboxWorker } from '../../src/workers/outbox-worker.js';
 import { createPspWorker, type PspWorker } from '../../src/workers/psp-worker.js';
+import { CursorSeal } from '../../src/domain/events/cursor-seal.js';
 import { createWebhookWorker, WEBHOOK_DEFAULTS } from '../../src/workers/webhook-worker.js';
 import { createPspxClient } from '../../src/adapters/pspx/pspx-client.js';
 import { startTestApp, type TestApp } from '../support/app.js';
@@ -218,6 +219,7 @@ describe('operator console in Chromium', () => {
       db: t.db,
       secrets: () => t.secrets,
       log: captureLogger(),
+      cursors: new CursorSeal(t.config.cursorSealSecret),
       settings: { ...WEBHOOK_DEFAULTS, retryBaseMs: 10, retryWindowMs: 1 },
     });
     const deadCursors = async () =>

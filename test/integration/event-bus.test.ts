@@ -6,7 +6,8 @@ import type { Database } from '../../src/adapters/database.js';
 import { connectEventBus, type EventBusSettings } from '../../src/adapters/event-bus.js';
 import type { Logger } from '../../src/adapters/logger.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
-import { feedEventView, readFeed } from '../../src/domain/events/feed.js';
+import { CursorSeal, EVENT_BUS_SCOPE } from '../../src/domain/events/cursor-seal.js';
+import { type FeedEvent, feedEventView, readFeed } from '../../src/domain/events/feed.js';
 import { createEventBusPublisher, type EventBusPublisher } from '../../src/workers/event-bus-publisher.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { feedCaughtUp } from '../support/feed.js';
@@ -51,8 +52,13 @@ describe.runIf(natsUrl !== undefined)('publishing the feed to NATS JetStream', (
       db,
       connect: () => connectEventBus(natsUrl as string, settings),
       log: quiet,
+      cursors: cursors(),
       settings: { subjectPrefix: settings.subjectPrefix, readerName: `nats:${settings.streamName}`, batchSizeMax: 7 },
     });
+
+  const cursors = () => new CursorSeal(t.config.cursorSealSecret);
+  /** The message id of an event: its position sealed for the bus, no count of anything (docs/rules.md R63). */
+  const idOf = (e: FeedEvent) => cursors().seal(EVENT_BUS_SCOPE, e.position);
 
   /** Every message in the stream, oldest first. */
   async function streamed(): Promise<Array<{ subject: string; id: string; body: unknown }>> {
@@ -94,7 +100,7 @@ describe.runIf(natsUrl !== undefined)('publishing the feed to NATS JetStream', (
   });
   afterEach(async () => expectLedgerInvariants(t.db));
 
-  it('creates the stream and publishes every feed event once, in feed order: subject per service, Nats-Msg-Id = cursor, body = the GET /events object', async () => {
+  it('creates the stream and publishes every feed event once, in feed order: subject per service, Nats-Msg-Id = the sealed position, body = the GET /events object', async () => {
     await Promise.all(PAYERS.map(pay));
     const p = publisher(t.db);
     await drain(p);
@@ -103,7 +109,7 @@ describe.runIf(natsUrl !== undefined)('publishing the feed to NATS JetStream', (
     const feed = await readFeed(t.db, { after: null, limit: 500 });
     expect(feed.events.length).toBe(PAYERS.length * 8);
     expect(await streamed()).toEqual(
-      feed.events.map((e) => ({ subject: `${settings.subjectPrefix}.${e.serviceId}`, id: e.cursor, body: feedEventView(e) })),
+      feed.events.map((e) => ({ subject: `${settings.subjectPrefix}.${e.serviceId}`, id: idOf(e), body: feedEventView(e, cursors()) })),
     );
   });
 
@@ -133,11 +139,11 @@ describe.runIf(natsUrl !== undefined)('publishing the feed to NATS JetStream', (
     await feedCaughtUp(t.db);
     const feed = await readFeed(t.db, { after: null, limit: 500 });
     const messages = await streamed();
-    expect(messages.map((m) => m.id)).toEqual(feed.events.map((e) => e.cursor));
+    expect(messages.map((m) => m.id)).toEqual(feed.events.map(idOf));
 
     // Repeating a whole batch straight to the stream (past the publisher's own resume) is dropped by Nats-Msg-Id.
     const bus = await connectEventBus(natsUrl as string, settings);
-    const again = feed.events.slice(0, 5).map((e) => ({ subject: `${settings.subjectPrefix}.${e.serviceId}`, id: e.cursor, data: '{}' }));
+    const again = feed.events.slice(0, 5).map((e) => ({ subject: `${settings.subjectPrefix}.${e.serviceId}`, id: idOf(e), data: '{}' }));
     expect(await bus.publish(again)).toBe(5);
     await bus.close();
     expect(await streamed()).toEqual(messages);

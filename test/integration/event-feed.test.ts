@@ -2,14 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Tx } from '../../src/adapters/database.js';
-import { comparePositions, decodeFeedCursor, encodeFeedCursor, type FeedPosition } from '../../src/domain/events/feed-cursor.js';
+import { comparePositions, encodeFeedCursor } from '../../src/domain/events/feed-cursor.js';
 import { FEED_SETTLE_MS, readIntentFeed } from '../../src/domain/events/feed.js';
 import { pruneFeed } from '../../src/domain/events/feed-retention.js';
 import { storeReaderPosition } from '../../src/domain/events/feed-readers.js';
 import { moveIntent } from '../../src/domain/intents/store/intent-writer.js';
 import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { startTestApp, type TestApp } from '../support/app.js';
-import { feedCaughtUp } from '../support/feed.js';
+import { feedCaughtUp, feedCursors } from '../support/feed.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
 import { createMerchant, createUser, intentBody, topUp } from '../support/payments.js';
 
@@ -42,6 +42,7 @@ beforeAll(async () => {
   for (const payer of PAYERS) await topUp(t, payer, 100_000);
 });
 afterAll(async () => t?.close());
+const sealing = () => feedCursors(t);
 afterEach(async () => expectLedgerInvariants(t.db));
 
 async function page(after: string | undefined, options: { service?: string; limit?: number } = {}) {
@@ -130,7 +131,7 @@ describe('GET /events', () => {
   });
 
   it('a quiet reader gets a nextCursor at the end of the feed, which sees the next change and only it', async () => {
-    const quiet = await page(undefined, { service: 'nfc-terminal' });
+    const quiet = await page(await endCursor());
     expect(quiet.events).toEqual([]);
     const intentId = await pay(PAYERS[1] as number);
     const after = await readAll(await endCursor());
@@ -141,15 +142,15 @@ describe('GET /events', () => {
 
   it('refuses a cursor it did not issue or one ahead of the feed with 422, and a bad limit, changing nothing', async () => {
     const end = await endCursor();
-    const endAt = decodeFeedCursor(end) as FeedPosition;
+    const endAt = sealing().open(end);
     expect(endAt).not.toBeNull();
     const raw = (text: string) => Buffer.from(text).toString('base64url');
     const refused = [
       ...['nope', 'ZTAx', raw('e-1'), raw('e01'), raw('e0.5'), raw('e5.'), raw('e5.x'), `${end}=`, 'e'.repeat(201)],
       // Ahead of the feed: past the horizon, at the horizon but behind an event, past the numbering before migration 020.
-      encodeFeedCursor({ xact: endAt.xact + 1_000_000n, seq: 0n }),
-      encodeFeedCursor({ xact: endAt.xact + 1_000_000n, seq: 1n }),
-      encodeFeedCursor({ xact: 0n, seq: 1_000_000_000n }),
+      sealing().seal({ xact: endAt.xact + 1_000_000n, seq: 0n }),
+      sealing().seal({ xact: endAt.xact + 1_000_000n, seq: 1n }),
+      sealing().seal({ xact: 0n, seq: 1_000_000_000n }),
     ];
     for (const after of refused) {
       const res = await t.call('GET', `/events?after=${encodeURIComponent(after)}`);
@@ -162,6 +163,56 @@ describe('GET /events', () => {
     }
     expect((await t.call('GET', '/events?after=1&extra=1')).statusCode).toBe(422);
     // The horizon is the server's and moves with any transaction on it; the feed did not.
+    expect((await readAll(end)).events).toEqual([]);
+  });
+
+  it('hands out sealed cursors: no readable counter, and a forged, altered, foreign or old plain one is 422 changing nothing (R63)', async () => {
+    const before = await endCursor();
+    await pay(PAYERS[0] as number);
+    const { events, cursor: end } = await readAll(before);
+    expect(events.length).toBeGreaterThan(0);
+    const issued = [before, end, ...events.map((e) => e.cursor)];
+    const position = sealing().open(end);
+    for (const cursor of issued) {
+      expect(cursor, 'one fixed length').toMatch(/^[A-Za-z0-9_-]{43}$/);
+      // Neither the transaction counter nor the sequence shows, in any base or byte order.
+      const bytes = Buffer.from(cursor, 'base64url');
+      for (const number of [position.xact, position.seq].filter((n) => n > 255n)) {
+        expect(bytes.toString('latin1')).not.toContain(number.toString());
+        expect(cursor).not.toContain(number.toString(36));
+        const big = Buffer.alloc(8);
+        big.writeBigUInt64BE(number);
+        expect(bytes.includes(big.subarray(4))).toBe(false);
+        big.writeBigUInt64LE(number);
+        expect(bytes.includes(big.subarray(0, 4))).toBe(false);
+      }
+    }
+    // The same position seals to the same text (a stable webhook key, a stable message id).
+    expect((await page(before, { limit: 1 })).events[0]?.cursor).toBe(events[0]?.cursor);
+    expect(sealing().seal(position)).toBe(end);
+    const flip = (text: string, at: number) => {
+      const bytes = Buffer.from(text, 'base64url');
+      bytes[at] = (bytes[at] as number) ^ 1;
+      return bytes.toString('base64url');
+    };
+    const otherTenant = (await page(undefined, { service: 'nfc-terminal', limit: 1 })).nextCursor;
+    const refused = [
+      flip(end, 0),
+      flip(end, 20),
+      flip(end, 31),
+      `${end.slice(0, 42)}${end[42] === 'A' ? 'B' : 'A'}`,
+      feedCursors(t, 'nfc-terminal').seal(position),
+      otherTenant,
+      // The unsealed form cursors had before: refused with its own message.
+      encodeFeedCursor(position),
+    ];
+    for (const after of refused) {
+      const res = await t.call('GET', `/events?after=${encodeURIComponent(after)}`);
+      expect(res.statusCode, after).toBe(422);
+      expect(res.json().error).toBe('VALIDATION_ERROR');
+    }
+    const old = await t.call('GET', `/events?after=${encodeFeedCursor(position)}`);
+    expect(old.json().message).toMatch(/unsealed form of earlier versions.*read again without it/);
     expect((await readAll(end)).events).toEqual([]);
   });
 
@@ -218,7 +269,7 @@ describe('exactly once, in order, under concurrent writers', () => {
 
     const cursors = seen.map((e) => e.cursor);
     expect(new Set(cursors).size, 'no event twice').toBe(cursors.length);
-    const positions = cursors.map((c) => decodeFeedCursor(c) as FeedPosition);
+    const positions = cursors.map((c) => sealing().open(c));
     expect([...positions].sort(comparePositions)).toEqual(positions);
     const trails = byIntent(seen);
     for (const intentId of paid) expect(trails.get(intentId), intentId).toEqual(SETTLED_TRAIL);
@@ -241,7 +292,7 @@ describe('metrics', () => {
     const intentId = await pay(PAYERS[2] as number);
     const { events } = await readAll(end, 500);
     expect(events.map((e) => e.intentId)).toEqual([intentId, intentId, intentId, intentId]);
-    await storeReaderPosition(t.db, 'test-reader', decodeFeedCursor((events[0] as WireEvent).cursor) as FeedPosition);
+    await storeReaderPosition(t.db, 'test-reader', sealing().open((events[0] as WireEvent).cursor));
     expect(await gauge('payorch_event_feed_reader_lag\\{reader="test-reader"\\}')).toBe(3);
     expect(await gauge('payorch_event_feed_held_back')).toBeGreaterThanOrEqual(0);
     await t.db.query(`DELETE FROM event_feed_readers WHERE reader = 'test-reader'`);
@@ -295,7 +346,7 @@ describe.skipIf(!onPostgres)('transaction ids against commit order, two connecti
     // Committed, but behind the older transaction still open: a reader must not move past it.
     const between = await page(from, { limit: 500 });
     expect(between.events).toEqual([]);
-    expect(comparePositions(decodeFeedCursor(between.nextCursor) as FeedPosition, { xact: older.xid, seq: 0n })).toBeLessThanOrEqual(0);
+    expect(comparePositions(sealing().open(between.nextCursor), { xact: older.xid, seq: 0n })).toBeLessThanOrEqual(0);
 
     await moveIntent(older.tx, first as string, { from: 'CREATED', to: 'CANCELED', changes: { cancelReason: 'USER_CANCELLED' } });
     await older.end(true);
@@ -321,7 +372,7 @@ describe.skipIf(!onPostgres)('transaction ids against commit order, two connecti
 
     const { events } = await readAll(from, 1);
     expect(events.map((e) => `${e.statusFrom}>${e.statusTo}`)).toEqual(['CREATED>VALIDATED', 'VALIDATED>FAILED']);
-    const [validated, failing] = events.map((e) => decodeFeedCursor(e.cursor) as FeedPosition);
+    const [validated, failing] = events.map((e) => sealing().open(e.cursor));
     expect(validated?.xact).toBe(earlier.xid);
     // Raised from its own, smaller transaction id to the intent's previous row's.
     expect(failing?.xact).toBe(earlier.xid);
@@ -367,7 +418,8 @@ describe.skipIf(!onPostgres)('reading your own writes (PostgreSQL)', () => {
     const open = await holdTransaction();
     const paid = await pay(PAYERS[5] as number);
     const [created] = await readIntentFeed(t.db, { serviceId: 'wallet-api', intentId: paid, after: null });
-    const reading = page(created?.cursor, { limit: 500 });
+    // The id a live stream sends: the event's position sealed for its service.
+    const reading = page(created === undefined ? undefined : sealing().seal(created.position), { limit: 500 });
     await sleep(50);
     await open.end(false);
     expect(trail((await reading).events)).toEqual(SETTLED_TRAIL.slice(1).map((step) => `${paid} ${step}`));
@@ -376,7 +428,7 @@ describe.skipIf(!onPostgres)('reading your own writes (PostgreSQL)', () => {
   it('a cursor after every event the service has is refused at once, even while the feed is held back', async () => {
     const open = await holdTransaction();
     try {
-      const ahead = encodeFeedCursor({ xact: open.xid + 1_000_000n, seq: 1n });
+      const ahead = sealing().seal({ xact: open.xid + 1_000_000n, seq: 1n });
       const asked = performance.now();
       const res = await t.call('GET', `/events?after=${ahead}`);
       expect(res.statusCode).toBe(422);
@@ -392,7 +444,7 @@ describe('pruning', () => {
     const before = await readAll(undefined, 500);
     const oldest = before.events[0] as WireEvent;
     const fourth = before.events[3] as WireEvent;
-    const fourthAt = decodeFeedCursor(fourth.cursor) as FeedPosition;
+    const fourthAt = sealing().open(fourth.cursor);
     // The first four events age past a 30-day retention.
     await t.db.query(`UPDATE event_feed SET occurred_at = now() - interval '31 days' WHERE (xact, seq) <= ($1, $2)`, [
       fourthAt.xact.toString(),
@@ -414,7 +466,7 @@ describe('pruning', () => {
   it('stops at the first event still kept, even when older ones follow it', async () => {
     const before = await readAll(undefined, 500);
     const second = before.events[1] as WireEvent;
-    const secondAt = decodeFeedCursor(second.cursor) as FeedPosition;
+    const secondAt = sealing().open(second.cursor);
     await t.db.query(`UPDATE event_feed SET occurred_at = now() - interval '31 days' WHERE (xact, seq) > ($1, $2)`, [
       secondAt.xact.toString(),
       secondAt.seq.toString(),

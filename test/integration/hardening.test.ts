@@ -2,14 +2,18 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createMemorySharedState } from '../../src/adapters/shared-state.js';
 import { messageSignedHeaders } from '../../src/domain/auth/message-signing.js';
 import { signedHeaders } from '../../src/domain/auth/signing.js';
-import { startTestApp, type TestApp } from '../support/app.js';
+import { applyConfig } from '../../src/domain/bootstrap/apply-config.js';
+import { SqlLedger } from '../../src/ledger/sql-ledger.js';
+import { demoConfigFile, startTestApp, type TestApp } from '../support/app.js';
+import { openTestDatabase } from '../support/database.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
 import { balances, createUser, intentBody, topUp } from '../support/payments.js';
 
 /**
  * docs/rules.md R61 and R62: replay records that no flood can evict, taken only after the rate
  * limit; account-name patterns that cannot backtrack; service-key PATCH as a merge patch; fee
- * splits into transit or nostro accounts refused before any payment meets them.
+ * splits into transit or nostro accounts refused before any payment meets them (admin API,
+ * CONFIG_FILE, payment and quote).
  */
 
 /** Small, so that a flood fills the store within a test; the production figure is MEMORY_CLAIMS_MAX. */
@@ -212,6 +216,17 @@ describe('fee split targets (docs/rules.md R62)', () => {
       });
       expect(res.statusCode, res.body).toBe(422);
       expect(res.json().error).toBe('EVAL_ERROR');
+      // The quote of the same payment says so too, instead of pricing a payment that cannot be made.
+      const quote = await t.call('POST', '/intents/quote', {
+        body: { operationType: 'P2P_TRANSFER', amount: 100, currency: 'THB', metadata: { tags: ['hardening'], route: 'transit' } },
+      });
+      expect(quote.statusCode, quote.body).toBe(422);
+      expect(quote.json()).toMatchObject({ error: 'EVAL_ERROR', message: expect.stringContaining('system.transit.INTERNAL_P2P.THB') });
+      const fine = await t.call('POST', '/intents/quote', {
+        body: { operationType: 'P2P_TRANSFER', amount: 100, currency: 'THB', metadata: { tags: ['hardening'] } },
+      });
+      expect(fine.statusCode, fine.body).toBe(200);
+      expect(fine.json().breakdown).toContainEqual({ account: 'system.revenue.THB', amount: '1' });
       expect(await balances(t, names)).toEqual(before);
       const paid = await t.call('POST', '/intents', {
         user: PAYER,
@@ -220,6 +235,33 @@ describe('fee split targets (docs/rules.md R62)', () => {
       expect(paid.statusCode, paid.body).toBe(201);
     } finally {
       await admin('DELETE', `/admin/fee-rules/${created.json().id}`);
+    }
+  });
+});
+
+describe('fee split targets of CONFIG_FILE (docs/rules.md R62)', () => {
+  it.each([
+    ['a transit account', 'system.transit.INTERNAL_P2P.THB'],
+    ['a nostro account', 'system.nostro.pspx.THB'],
+  ])('a seeded fee rule paying %s stops the start, naming the rule, and seeds nothing', async (_name, account) => {
+    const db = await openTestDatabase();
+    try {
+      const file = demoConfigFile();
+      const feeRules = [
+        ...(file.feeRules ?? []),
+        { name: 'pays a system account', operationType: 'P2P_TRANSFER' as const, expression: `[{account: '${account}', amount: 1}]` },
+      ];
+      const refused = applyConfig(db, new SqlLedger(), { ...file, feeRules });
+      await expect(refused).rejects.toThrow(
+        `CONFIG_FILE feeRules[${feeRules.length - 1}] (pays a system account): fee split pays ${account}`,
+      );
+      for (const table of ['fee_rules', 'service_keys', 'routes'])
+        expect((await db.query(`SELECT 1 FROM ${table}`)).rowCount, table).toBe(0);
+      // The same file without it starts, and seeds its rules.
+      await applyConfig(db, new SqlLedger(), file);
+      expect((await db.query('SELECT 1 FROM fee_rules')).rowCount).toBe(file.feeRules?.length);
+    } finally {
+      await db.close();
     }
   });
 });

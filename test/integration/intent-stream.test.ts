@@ -12,7 +12,9 @@ import { registerErrorHandling } from '../../src/http/plugins/errors.js';
 import { intentStreamRoutes } from '../../src/http/routes/intent-stream.js';
 import { ledgerAccountId } from '../../src/ledger/account-id.js';
 import { startTestApp, type TestApp } from '../support/app.js';
-import { feedCaughtUp } from '../support/feed.js';
+import { feedCaughtUp, feedCursors } from '../support/feed.js';
+import { CursorSeal } from '../../src/domain/events/cursor-seal.js';
+import { encodeFeedCursor } from '../../src/domain/events/feed-cursor.js';
 import { createMerchant, createUser, intentBody, topUp } from '../support/payments.js';
 
 /** Counts open subscriptions, so a test can see that a stream let go of its channel. */
@@ -277,9 +279,14 @@ describe('GET /intents/{id}/stream', () => {
     expect(statuses(resumed)).toEqual(['CREATED', 'CANCELED']);
   });
 
-  it('refuses a Last-Event-ID it did not issue with 422 and subscribes to nothing', async () => {
+  it('refuses a Last-Event-ID it did not issue, one sealed for another service, or an unsealed one of earlier versions with 422 and subscribes to nothing', async () => {
     const intentId = await issueInvoice();
-    for (const id of ['garbage', 'ZTAx', 'x'.repeat(201)]) {
+    const first = await openSse(base, `/intents/${intentId}/stream`, t.secrets);
+    await waitUntil(() => first.events.length === 1);
+    first.abort();
+    const issued = feedCursors(t).open(first.events[0]?.id as string);
+    const foreign = feedCursors(t, 'nfc-terminal').seal(issued);
+    for (const id of ['garbage', 'ZTAx', 'x'.repeat(201), foreign, encodeFeedCursor(issued)]) {
       const client = await openSse(base, `/intents/${intentId}/stream`, t.secrets, 'wallet-api', { 'last-event-id': id });
       expect(client.status, id).toBe(422);
     }
@@ -302,7 +309,13 @@ describe('stream limits', () => {
     small = Fastify();
     registerErrorHandling(small, false);
     registerAuth(small, { sql: t.db, secrets: () => t.secrets, adminToken: undefined });
-    intentStreamRoutes(small, { db: t.db, broker: tap.broker, heartbeatIntervalMs: 50, lifetimeMaxMs: 400 });
+    intentStreamRoutes(small, {
+      db: t.db,
+      broker: tap.broker,
+      cursors: new CursorSeal(t.config.cursorSealSecret),
+      heartbeatIntervalMs: 50,
+      lifetimeMaxMs: 400,
+    });
     smallBase = await small.listen({ port: 0, host: '127.0.0.1' });
   });
   afterAll(async () => small?.close());
@@ -320,7 +333,7 @@ describe('stream limits', () => {
     const app = Fastify();
     registerErrorHandling(app, false);
     registerAuth(app, { sql: t.db, secrets: () => t.secrets, adminToken: undefined });
-    intentStreamRoutes(app, { db: t.db, broker: tap.broker });
+    intentStreamRoutes(app, { db: t.db, broker: tap.broker, cursors: new CursorSeal(t.config.cursorSealSecret) });
     const appBase = await app.listen({ port: 0, host: '127.0.0.1' });
     const intentId = await issueInvoice();
     const client = await openSse(appBase, `/intents/${intentId}/stream`, t.secrets);

@@ -91,6 +91,8 @@ describe('production refuses unsafe settings', () => {
     ['PSPX_URL with credentials', { PSPX_URL: 'https://user:pw@pspx.example' }, /^PSPX_URL is not an absolute http/],
     ['METRICS_TOKEN unset', { METRICS_TOKEN: undefined }, /^METRICS_TOKEN is unset/],
     ['METRICS_TOKEN of 31 bytes', { METRICS_TOKEN: 'm'.repeat(31) }, /^METRICS_TOKEN is shorter than 32 bytes/],
+    ['CURSOR_SECRET of 31 bytes', { CURSOR_SECRET: 'c'.repeat(31) }, /^CURSOR_SECRET is shorter than 32 bytes/],
+    ['CURSOR_SECRET with the placeholder', { CURSOR_SECRET: `${'c'.repeat(32)}change-me` }, /^CURSOR_SECRET is a demo secret/],
     [
       'a CONFIG_FILE secret of 31 bytes',
       { CONFIG_FILE: safeConfigFile({ exchange: 'e'.repeat(31) }) },
@@ -114,6 +116,12 @@ describe('production refuses unsafe settings', () => {
 
   it('allows a missing ADMIN_TOKEN and a real provider without the simulator switch', () => {
     expect(problemsWith({ ADMIN_TOKEN: undefined, PSPX_SIMULATOR: undefined, PSPX_URL: 'https://pspx.example' })).toEqual([]);
+  });
+
+  it('seals cursors with CURSOR_SECRET when set, else with QR_SIGNING_SECRET, which production requires (docs/rules.md R63)', () => {
+    expect(loadConfig({ QR_SIGNING_SECRET: 'q'.repeat(32) }).cursorSealSecret).toBe('q'.repeat(32));
+    expect(loadConfig({ QR_SIGNING_SECRET: 'q'.repeat(32), CURSOR_SECRET: 'c'.repeat(32) }).cursorSealSecret).toBe('c'.repeat(32));
+    expect(problemsWith({ CURSOR_SECRET: strong() })).toEqual([]);
   });
 
   it('refuses nothing outside production: the demo runs on the demo config', () => {

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { WebhookEvent } from '@payorch/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startLoop } from '../../src/workers/loop.js';
+import { CursorSeal } from '../../src/domain/events/cursor-seal.js';
 import { createWebhookWorker, WEBHOOK_DEFAULTS } from '../../src/workers/webhook-worker.js';
 import { demoConfigFile, startTestApp, type TestApp } from '../support/app.js';
 import { feedCaughtUp } from '../support/feed.js';
@@ -119,6 +120,7 @@ describe('webhook delivery per service (R61)', () => {
       db: t.db,
       secrets: () => t.secrets,
       log,
+      cursors: new CursorSeal(t.config.cursorSealSecret),
       settings: { ...WEBHOOK_DEFAULTS, retryBaseMs: 10, timeoutMs: TIMEOUT_MS, leaseMs: 2 * TIMEOUT_MS },
     });
     const loop = startLoop('webhooks', 10, () => worker.dispatch(), log);

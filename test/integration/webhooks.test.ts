@@ -6,6 +6,8 @@ import { createMetrics, type Metrics } from '../../src/observability/metrics.js'
 import { EXIT, runCli } from '../../src/cli/main.js';
 import type { WebhookEvent } from '@payorch/client';
 import { secretsOf } from '../../src/config.js';
+import { CursorSeal } from '../../src/domain/events/cursor-seal.js';
+import { feedCursors } from '../support/feed.js';
 import { createWebhookWorker, WEBHOOK_DEFAULTS, type WebhookWorker, type WebhookWorkerSettings } from '../../src/workers/webhook-worker.js';
 import { demoConfigFile, startTestApp, type TestApp } from '../support/app.js';
 import { feedCaughtUp } from '../support/feed.js';
@@ -33,7 +35,14 @@ let worker: WebhookWorker;
 let nextUserId = 7100;
 
 function workerWith(settings: WebhookWorkerSettings): WebhookWorker {
-  return createWebhookWorker({ db: t.db, secrets: () => t.secrets, log: captureLogger(), settings, metrics });
+  return createWebhookWorker({
+    db: t.db,
+    secrets: () => t.secrets,
+    log: captureLogger(),
+    cursors: new CursorSeal(t.config.cursorSealSecret),
+    settings,
+    metrics,
+  });
 }
 
 beforeAll(async () => {
@@ -182,6 +191,15 @@ describe('webhooks', () => {
     const repeats = requests.length - new Set(requests.map((r) => r.idempotencyKey)).size;
     expect(repeats).toBeLessThanOrEqual((await failedAttempts()) - failedBefore);
     expect(requests.every((r) => r.idempotencyKey === r.event?.cursor)).toBe(true);
+    // The key is the sealed cursor GET /events gives (docs/rules.md R63): no count of anything, and it is wallet-api's own.
+    const { rows } = await t.db.query<{ feed_cursor: string }>('SELECT feed_cursor FROM webhook_cursors WHERE service_id = $1', [
+      'wallet-api',
+    ]);
+    for (const r of requests) {
+      expect(r.idempotencyKey).toMatch(/^[A-Za-z0-9_-]{43}$/);
+      expect(feedCursors(t).open(r.idempotencyKey as string).xact).toBeGreaterThan(0n);
+      expect(r.idempotencyKey).not.toBe(rows[0]?.feed_cursor);
+    }
   });
 
   it('retry a receiver that fails the first attempts (errors and a hang past the timeout), then deliver in order', async () => {

@@ -1,5 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Sql } from '../../src/adapters/database.js';
+import type { Config } from '../../src/config.js';
+import { CursorSeal } from '../../src/domain/events/cursor-seal.js';
+import type { FeedPosition } from '../../src/domain/events/feed-cursor.js';
 import { FEED_HORIZON_SQL } from '../../src/domain/events/feed.js';
 
 /**
@@ -17,4 +20,18 @@ export async function feedCaughtUp(sql: Sql, timeoutMs = 20_000): Promise<void> 
     if (Date.now() > deadline) throw new Error('the feed stayed held back by an open transaction');
     await sleep(10);
   }
+}
+
+/** The cursors an app under test hands out, sealed and opened as its edges do (docs/rules.md R63). */
+export function feedCursors(t: { readonly config: Config }, serviceId = 'wallet-api') {
+  const seal = new CursorSeal(t.config.cursorSealSecret);
+  return {
+    seal: (position: FeedPosition) => seal.seal(serviceId, position),
+    /** The position of a cursor the app handed `serviceId`; throws for any other text. */
+    open: (text: string): FeedPosition => {
+      const position = seal.open(serviceId, text);
+      if (position === null) throw new Error(`not a cursor sealed for ${serviceId}: ${text}`);
+      return position;
+    },
+  };
 }

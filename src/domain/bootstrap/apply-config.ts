@@ -2,6 +2,9 @@ import type { Database, Sql } from '../../adapters/database.js';
 import type { Ledger } from '../../ledger/ledger.js';
 import { SYSTEM_ACCOUNTS } from '../accounts/account-names.js';
 import { createAccount } from '../accounts/accounts.js';
+import { ApiError } from '../errors.js';
+import { checkFeeExpression } from '../rules/fee-expression-check.js';
+import { createLocalFeeEngine } from '../rules/fees/index.js';
 import type { ConfigFile } from './config-file.js';
 import { applyServiceKeys, type ServiceKeyDecision } from './service-key-owner.js';
 
@@ -28,6 +31,28 @@ export async function applyConfig(db: Database, ledger: Ledger, file: ConfigFile
   });
 }
 
+/**
+ * The same trial run the admin API gives a new rule (docs/rules.md R62): a rule that fails every
+ * payment, or pays a TRANSIT or NOSTRO account, stops the start instead of being seeded. On this
+ * thread's own sandbox: the file is the operator's, and the fee workers do not exist yet.
+ */
+async function checkFeeRules(file: ConfigFile): Promise<void> {
+  const rules = file.feeRules ?? [];
+  if (rules.length === 0) return;
+  const engine = await createLocalFeeEngine();
+  try {
+    for (const [index, rule] of rules.entries()) {
+      const subject = { expression: rule.expression, operationType: rule.operationType, tagsInclude: rule.tagsInclude ?? [] };
+      await checkFeeExpression(engine, subject).catch((error: unknown) => {
+        if (!(error instanceof ApiError)) throw error;
+        throw new Error(`CONFIG_FILE feeRules[${index}] (${rule.name}): ${error.message.replace(/^body\.expression: /, '')}`);
+      });
+    }
+  } finally {
+    engine.dispose();
+  }
+}
+
 async function isEmpty(sql: Sql, table: string): Promise<boolean> {
   const { rowCount } = await sql.query(`SELECT 1 FROM ${table} LIMIT 1`);
   return rowCount === 0;
@@ -43,6 +68,7 @@ async function seedRules(tx: Sql, file: ConfigFile): Promise<void> {
     }
   }
   if (await isEmpty(tx, 'fee_rules')) {
+    await checkFeeRules(file);
     for (const f of file.feeRules ?? []) {
       await tx.query(
         `INSERT INTO fee_rules (name, operation_type, expression, timing, tags_include, tags_exclude, priority, active)

@@ -4,6 +4,7 @@ import Type, { type Static } from 'typebox';
 import type { Sql } from '../../adapters/database.js';
 import type { IntentStatus, OperationType } from '../model.js';
 import { Currency, Money, Uuid } from '../wire-types.js';
+import type { CursorSeal } from './cursor-seal.js';
 import { comparePositions, encodeFeedCursor, FEED_START, type FeedPosition, laterOf } from './feed-cursor.js';
 
 /**
@@ -16,6 +17,7 @@ import { comparePositions, encodeFeedCursor, FEED_START, type FeedPosition, late
 /** One status change as the feed keeps it; `serviceId` names the intent's service (the NATS subject). */
 export interface FeedEvent {
   readonly position: FeedPosition;
+  /** The position in the plain internal form (webhook_deliveries); readers outside get it sealed (feedEventView). */
   readonly cursor: string;
   readonly serviceId: string;
   readonly intentId: string;
@@ -46,9 +48,10 @@ export const FeedEventView = Type.Object({
   occurredAt: Type.String({ format: 'date-time' }),
 });
 
-export function feedEventView(event: FeedEvent): Static<typeof FeedEventView> {
+/** `cursors` seals the event's position for its own service (docs/rules.md R63). */
+export function feedEventView(event: FeedEvent, cursors: CursorSeal): Static<typeof FeedEventView> {
   return {
-    cursor: event.cursor,
+    cursor: cursors.seal(event.serviceId, event.position),
     type: event.refundId === null ? ('intent' as const) : ('refund' as const),
     ...(event.refundId === null ? {} : { refundId: event.refundId }),
     intentId: event.intentId,

@@ -1,5 +1,5 @@
 import { apiError } from '../errors.js';
-import { type DryRunResult, type FeeEngine, FeeEvaluationError } from './fees/index.js';
+import { type DryRunResult, type FeeContext, FeeEvaluationError } from './fees/index.js';
 import { refusedSplitMessage, refusedSplitTarget } from './fees/fee-split-targets.js';
 
 /**
@@ -21,7 +21,12 @@ export interface FeeExpressionSubject {
  * whose metadata carries the tags the rule requires. It cannot prove the rule right for every
  * amount and metadata; it keeps obviously broken rules out of the table.
  */
-export async function checkFeeExpression(engine: FeeEngine, rule: FeeExpressionSubject): Promise<void> {
+/** The fee workers (admin API) or this thread's own sandbox (CONFIG_FILE at start). */
+export interface FeeTrialEngine {
+  dryRun(expression: string, context: FeeContext): DryRunResult | Promise<DryRunResult>;
+}
+
+export async function checkFeeExpression(engine: FeeTrialEngine, rule: FeeExpressionSubject): Promise<void> {
   let trial: DryRunResult;
   try {
     trial = await engine.dryRun(rule.expression, {

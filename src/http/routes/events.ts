@@ -1,7 +1,7 @@
 import Type from 'typebox';
 import type { Database } from '../../adapters/database.js';
 import { apiError } from '../../domain/errors.js';
-import { decodeFeedCursor, encodeFeedCursor } from '../../domain/events/feed-cursor.js';
+import { type CursorSeal, refusedCursorMessage } from '../../domain/events/cursor-seal.js';
 import { cursorIssuedBefore, cursorPruned, FeedEventView, feedEventView, readFeedSettled } from '../../domain/events/feed.js';
 import type { App } from '../typed-app.js';
 import { responses } from '../schemas/shared.js';
@@ -32,7 +32,7 @@ const DESCRIPTION =
   'A cursor older than the event retention (EVENT_RETENTION_DAYS) is answered 410 CURSOR_EXPIRED.';
 
 /** GET /events: the calling service's event feed (docs/EVENTS.md). */
-export function eventRoutes(app: App, deps: { readonly db: Database }): void {
+export function eventRoutes(app: App, deps: { readonly db: Database; readonly cursors: CursorSeal }): void {
   app.get(
     '/events',
     {
@@ -47,15 +47,19 @@ export function eventRoutes(app: App, deps: { readonly db: Database }): void {
     },
     async (request) => {
       const { after, limit } = request.query;
-      const afterPosition = after === undefined ? null : decodeFeedCursor(after);
+      const { serviceId } = request.caller;
+      const afterPosition = after === undefined ? null : deps.cursors.open(serviceId, after);
       if (afterPosition === null && after !== undefined)
-        throw apiError('VALIDATION_ERROR', 'querystring.after: not a cursor this feed issued');
-      const page = await readFeedSettled(deps.db, { serviceId: request.caller.serviceId, after: afterPosition, limit });
+        throw apiError('VALIDATION_ERROR', refusedCursorMessage('querystring.after', after));
+      const page = await readFeedSettled(deps.db, { serviceId, after: afterPosition, limit });
       if (afterPosition !== null && !cursorIssuedBefore(afterPosition, page))
         throw apiError('VALIDATION_ERROR', 'querystring.after: not a cursor this feed issued');
       if (afterPosition !== null && cursorPruned(afterPosition, page))
         throw apiError('CURSOR_EXPIRED', 'the events after this cursor are past the retention and were pruned; read again without after');
-      return { events: page.events.map(feedEventView), nextCursor: encodeFeedCursor(page.next) };
+      return {
+        events: page.events.map((event) => feedEventView(event, deps.cursors)),
+        nextCursor: deps.cursors.seal(serviceId, page.next),
+      };
     },
   );
 }

@@ -6,7 +6,8 @@ import type { Broker } from '../../adapters/broker.js';
 import type { Database } from '../../adapters/database.js';
 import { apiError } from '../../domain/errors.js';
 import { findOwnIntent, type Intent } from '../../domain/intents/store/intent-store.js';
-import { comparePositions, decodeFeedCursor, FEED_START, type FeedPosition } from '../../domain/events/feed-cursor.js';
+import { type CursorSeal, refusedCursorMessage } from '../../domain/events/cursor-seal.js';
+import { comparePositions, FEED_START, type FeedPosition } from '../../domain/events/feed-cursor.js';
 import { type FeedEvent, readIntentFeed } from '../../domain/events/feed.js';
 import { intentChannel } from '../../domain/intents/store/status-publisher.js';
 import { FINAL_STATUSES, type IntentStatus } from '../../domain/model.js';
@@ -26,6 +27,8 @@ export const STREAM_LIFETIME_MAX_MS = 30 * 60_000;
 export interface IntentStreamDeps {
   readonly db: Database;
   readonly broker: Broker;
+  /** Seals the feed positions sent as event ids, and opens Last-Event-ID (docs/rules.md R63). */
+  readonly cursors: CursorSeal;
   readonly heartbeatIntervalMs?: number;
   readonly lifetimeMaxMs?: number;
   /** Open-stream gauge; absent in tests that build the route alone. */
@@ -122,9 +125,9 @@ export function intentStreamRoutes(app: App, deps: IntentStreamDeps): void {
     },
     async (request, reply) => {
       const lastEventId = request.headers['last-event-id'];
-      const resumeAfter = lastEventId === undefined ? null : decodeFeedCursor(lastEventId);
+      const resumeAfter = lastEventId === undefined ? null : deps.cursors.open(request.caller.serviceId, lastEventId);
       if (lastEventId !== undefined && resumeAfter === null)
-        throw apiError('VALIDATION_ERROR', 'Last-Event-ID: not an event id this service issued');
+        throw apiError('VALIDATION_ERROR', refusedCursorMessage('Last-Event-ID', lastEventId));
       const release = slots.take(request.caller.serviceId);
       if (release === null) {
         deps.onRefused?.();
@@ -196,11 +199,14 @@ export function intentStreamRoutes(app: App, deps: IntentStreamDeps): void {
     open.add(stream.end);
     deps.openStreams?.inc();
 
-    const statusStream = new StatusStream(stream, (after) =>
-      feedEvents(request.caller.serviceId, id, after ?? FEED_START).catch((error: unknown) => {
-        request.log.warn({ err: error, traceId: id }, 'feed read for a live stream failed; the live message goes without an id');
-        return [];
-      }),
+    const statusStream = new StatusStream(
+      stream,
+      (after) =>
+        feedEvents(request.caller.serviceId, id, after ?? FEED_START).catch((error: unknown) => {
+          request.log.warn({ err: error, traceId: id }, 'feed read for a live stream failed; the live message goes without an id');
+          return [];
+        }),
+      (event) => deps.cursors.seal(event.serviceId, event.position),
     );
     if (resumeAfter !== null) statusStream.sendFeed(fromFeed);
     const newest = fromFeed.at(-1);
@@ -229,13 +235,14 @@ class StatusStream {
   constructor(
     private readonly stream: OpenStream,
     private readonly readFeedAfter: (after: FeedPosition | null) => Promise<FeedEvent[]>,
+    private readonly eventIdOf: (event: FeedEvent) => string,
   ) {}
 
   /** `event`: the feed event of this status, whose cursor becomes the SSE id when it is this status. */
   send(message: StatusMessage, event?: FeedEvent): void {
     if (STATUS_RANK[message.status] <= this.lastRank) return;
     this.lastRank = STATUS_RANK[message.status];
-    this.stream.send(message, event?.statusTo === message.status ? event.cursor : undefined);
+    this.stream.send(message, event?.statusTo === message.status ? this.eventIdOf(event) : undefined);
     if (isFinal(message.status)) this.stream.end();
   }
 

@@ -13,7 +13,7 @@ import { apiError } from '../../errors.js';
 type DeadDelivery = DeadWebhook;
 
 interface DeadRow {
-  feed_cursor: string;
+  id: bigint;
   service_id: string;
   intent_id: string;
   attempts: number;
@@ -26,12 +26,18 @@ interface DeadRow {
   body: string;
 }
 
-const DEAD_COLUMNS = `d.feed_cursor, d.service_id, d.intent_id, d.attempts, d.first_attempt_at, d.last_attempt_at, d.dead_at,
+const DEAD_COLUMNS = `d.id, d.service_id, d.intent_id, d.attempts, d.first_attempt_at, d.last_attempt_at, d.dead_at,
   d.last_outcome, d.last_http_status, d.body,
   (SELECT count(*)::int FROM webhook_deliveries l WHERE l.intent_id = d.intent_id AND l.id > d.id) AS held_back`;
 
+/**
+ * A delivery is named by the cursor its event carries, as the receiver got it (its Idempotency-Key),
+ * never by the internal position the row keeps (docs/rules.md R63).
+ */
+const BODY_CURSOR_SQL = `(d.body::jsonb ->> 'cursor')`;
+
 const fromRow = (row: DeadRow): DeadDelivery => ({
-  cursor: row.feed_cursor,
+  cursor: (JSON.parse(row.body) as { cursor: string }).cursor,
   serviceId: row.service_id,
   intentId: row.intent_id,
   attempts: row.attempts,
@@ -64,7 +70,7 @@ export async function listDeadDeliveries(sql: Sql, query: DeadWebhookQuery): Pro
  */
 export async function redeliverDead(db: Database, cursor: string, actor: string): Promise<WebhookRedelivery> {
   return db.transaction(async (tx) => {
-    const { rows } = await tx.query<DeadRow>(`SELECT ${DEAD_COLUMNS} FROM webhook_deliveries d WHERE d.feed_cursor = $1 FOR UPDATE`, [
+    const { rows } = await tx.query<DeadRow>(`SELECT ${DEAD_COLUMNS} FROM webhook_deliveries d WHERE ${BODY_CURSOR_SQL} = $1 FOR UPDATE`, [
       cursor,
     ]);
     const [row] = rows;
@@ -75,8 +81,8 @@ export async function redeliverDead(db: Database, cursor: string, actor: string)
     const { rowCount } = await tx.query(
       `UPDATE webhook_deliveries
           SET dead_at = NULL, attempts = 0, first_attempt_at = NULL, next_attempt_at = now()
-        WHERE feed_cursor = $1 AND dead_at IS NOT NULL`,
-      [cursor],
+        WHERE id = $1 AND dead_at IS NOT NULL`,
+      [row.id],
     );
     if (rowCount !== 1) throw new Error(`dead webhook delivery ${cursor} changed while locked`);
     const { event: _, ...summary } = before;

@@ -1,8 +1,7 @@
 import type { Database, Sql } from '../../../adapters/database.js';
+import type { CursorSeal } from '../cursor-seal.js';
 import { decodeFeedCursor, encodeFeedCursor } from '../feed-cursor.js';
-import { feedEventView, readFeed } from '../feed.js';
-
-type WebhookEvent = ReturnType<typeof feedEventView>;
+import { type FeedEvent, feedEventView, readFeed } from '../feed.js';
 
 /**
  * The delivery state of webhooks (migrations/014-webhooks.sql): events taken from the feed into
@@ -15,7 +14,7 @@ type WebhookEvent = ReturnType<typeof feedEventView>;
  * a crash keeps both or neither. Another worker taking the same service right now holds the
  * cursor row; this one then skips the service (0) rather than wait.
  */
-export async function takeFeedPage(db: Database, serviceId: string, pageSizeMax: number): Promise<number> {
+export async function takeFeedPage(db: Database, serviceId: string, pageSizeMax: number, cursors: CursorSeal): Promise<number> {
   return db.transaction(async (tx) => {
     await tx.query('INSERT INTO webhook_cursors (service_id) VALUES ($1) ON CONFLICT (service_id) DO NOTHING', [serviceId]);
     const { rows } = await tx.query<{ feed_cursor: string | null }>(
@@ -31,7 +30,7 @@ export async function takeFeedPage(db: Database, serviceId: string, pageSizeMax:
     // The feed's next position may move past a quiet stretch of other services' events.
     const nextCursor = encodeFeedCursor(page.next);
     if (nextCursor === cursorRow.feed_cursor) return 0;
-    if (page.events.length > 0) await insertDeliveries(tx, serviceId, page.events.map(feedEventView));
+    if (page.events.length > 0) await insertDeliveries(tx, serviceId, page.events, cursors);
     const moved = await tx.query('UPDATE webhook_cursors SET feed_cursor = $2, updated_at = now() WHERE service_id = $1', [
       serviceId,
       nextCursor,
@@ -41,7 +40,7 @@ export async function takeFeedPage(db: Database, serviceId: string, pageSizeMax:
   });
 }
 
-async function insertDeliveries(sql: Sql, serviceId: string, events: readonly WebhookEvent[]): Promise<void> {
+async function insertDeliveries(sql: Sql, serviceId: string, events: readonly FeedEvent[], cursors: CursorSeal): Promise<void> {
   // unnest keeps the page's order in the ids, and the ids are the per-intent order.
   await sql.query(
     `INSERT INTO webhook_deliveries (service_id, feed_cursor, intent_id, body, occurred_at)
@@ -51,10 +50,11 @@ async function insertDeliveries(sql: Sql, serviceId: string, events: readonly We
         ORDER BY e.position`,
     [
       serviceId,
+      // The body carries the sealed cursor; the row keeps the internal position, for order and redelivery.
       events.map((event) => event.cursor),
       events.map((event) => event.intentId),
-      events.map((event) => JSON.stringify(event)),
-      events.map((event) => event.occurredAt),
+      events.map((event) => JSON.stringify(feedEventView(event, cursors))),
+      events.map((event) => event.occurredAt.toISOString()),
     ],
   );
 }

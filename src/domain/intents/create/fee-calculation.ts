@@ -48,13 +48,19 @@ export async function calculateFees(
   cachedRules?: readonly FeeRule[],
 ): Promise<FeeResult> {
   const rules = cachedRules ?? (await loadFeeRules(sql, context.operationType));
+  let result: FeeResult;
   try {
-    return await fees.calculateFees(rules, context, owner);
+    result = await fees.calculateFees(rules, context, owner);
   } catch (error) {
     if (error instanceof FeeEvaluationError) throw apiError('EVAL_ERROR', error.message);
     if (error instanceof FeePoolBusyError) throw apiError('SERVICE_UNAVAILABLE', error.message);
     throw error;
   }
+  // A rule whose split depends on the input can still name one: 422 for the payment and its quote
+  // alike, not the ledger's 500 at settlement (docs/rules.md R62).
+  const refused = refusedSplitTarget(result.splits);
+  if (refused !== undefined) throw apiError('EVAL_ERROR', refusedSplitMessage(refused));
+  return result;
 }
 
 /**
@@ -66,12 +72,9 @@ export async function calculateFees(
  */
 const feeAccountsFound = new WeakMap<AccountLookup, Map<string, string>>();
 
-/** Every fee-split account must exist (422 ACCOUNT_NOT_FOUND); returns the ledger legs. */
+/** Every fee-split account must exist (422 ACCOUNT_NOT_FOUND); returns the ledger legs. `result` is calculateFees's, targets checked. */
 export async function feeLegs(lookup: AccountLookup, result: FeeResult): Promise<MoneyLeg[]> {
   if (result.splits.length === 0) return [];
-  // A rule whose split depends on the input can still name one: 422, not the ledger's 500 (docs/rules.md R62).
-  const refused = refusedSplitTarget(result.splits);
-  if (refused !== undefined) throw apiError('EVAL_ERROR', refusedSplitMessage(refused));
   let found = feeAccountsFound.get(lookup);
   if (found === undefined) {
     found = new Map();

@@ -54,8 +54,6 @@ interface Slot {
     timer: NodeJS.Timeout;
   } | null;
   dead: boolean;
-  /** Its sandbox is built: it counts in the fair share. */
-  ready: boolean;
 }
 
 /**
@@ -68,7 +66,8 @@ export const FEE_BATCH_MAX = 32;
 /**
  * Fee evaluations on worker threads, a fair share per owner (docs/rules.md R61): each owner (a
  * service) has its own queue, owners are served in turn, a batch holds one owner's jobs, and no
- * owner holds more than all workers but one at once. So a service whose evaluations are slow
+ * owner holds more than all workers but one at once, its workers being restarted after a cut
+ * included. So a service whose evaluations are slow
  * (up to the wall limit each) delays another's by at most one evaluation: a worker is always free
  * of it, or frees within one wall limit when there is only one. Within an owner, arrival order.
  * Jobs wait only while workers are busy, and then go together, in batches of what waited. QuickJS cannot interrupt a long built-in call (`new Array(n).fill(0)`), so a
@@ -82,6 +81,11 @@ export class FeeWorkerPool {
   private readonly queues = new Map<string, Pending[]>();
   private queued = 0;
   private readonly slots = new Set<Slot>();
+  /**
+   * Workers being replaced after a job of this owner was cut (or crashed its worker), counted as
+   * still held by it until the replacement is ready: the restart is the owner's cost, not everyone's.
+   */
+  private readonly replacing = new Map<string, number>();
   private nextBatchId = 1;
   private closed = false;
 
@@ -128,15 +132,15 @@ export class FeeWorkerPool {
   }
 
   /**
-   * Whether `owner` may take one more worker: all but one of the ready workers, so that its slow
-   * jobs always leave one to the others. A worker being replaced is not ready, so an owner whose
-   * own worker was cut does not take the one left meanwhile. With a single worker, one at a time.
+   * Whether `owner` may take one more worker: it holds at most all workers but one, counting the
+   * ones being replaced after its own jobs were cut, so that its slow jobs always leave one to the
+   * others, also while its cut workers restart (a restart builds a sandbox: up to a second on a
+   * loaded machine). Before, a restart made the remaining worker nobody's, and every service's
+   * payment waited for the replacement. With a single worker, one at a time.
    */
   private mayTakeWorker(owner: string): boolean {
-    const busy = this.busySlotsOf(owner);
-    let ready = 0;
-    for (const slot of this.slots) if (slot.ready) ready += 1;
-    return this.options.workers === 1 ? busy === 0 : busy + 1 < ready;
+    const held = this.busySlotsOf(owner) + (this.replacing.get(owner) ?? 0);
+    return held < Math.max(1, this.options.workers - 1);
   }
 
   private busySlotsOf(owner: string): number {
@@ -228,6 +232,7 @@ export class FeeWorkerPool {
   private abandon(slot: Slot, error: Error): void {
     const current = slot.current;
     if (slot.dead) return;
+    const owner = current?.owner ?? null;
     if (current !== null) {
       clearTimeout(current.timer);
       const culprit = current.batch[this.jobOn(slot)]!;
@@ -235,7 +240,8 @@ export class FeeWorkerPool {
       slot.current = null;
       culprit.reject(error);
     }
-    void this.kill(slot).then(() => this.replace());
+    if (owner !== null) this.replacing.set(owner, (this.replacing.get(owner) ?? 0) + 1);
+    void this.kill(slot).then(() => this.replace(owner));
     this.pump();
   }
 
@@ -272,22 +278,28 @@ export class FeeWorkerPool {
     await slot.worker.terminate();
   }
 
-  private replace(): void {
+  /** `owner`: whose cut job this replacement pays for; it holds the slot until the new worker is ready. */
+  private replace(owner: string | null): void {
     if (this.closed) return;
-    this.start().catch(() => {
-      setTimeout(() => this.replace(), RESPAWN_PAUSE_MS).unref();
+    this.start(() => {
+      if (owner === null) return;
+      const left = (this.replacing.get(owner) ?? 1) - 1;
+      if (left > 0) this.replacing.set(owner, left);
+      else this.replacing.delete(owner);
+    }).catch(() => {
+      setTimeout(() => this.replace(owner), RESPAWN_PAUSE_MS).unref();
     });
   }
 
   /** Resolves once the worker's sandbox is built and it is idle in the pool. */
-  private start(): Promise<void> {
+  private start(onReady: () => void = () => {}): Promise<void> {
     // One entry per job of a batch, and a last one for when the batch finished.
     const progress = new SharedArrayBuffer((FEE_BATCH_MAX + 1) * Float64Array.BYTES_PER_ELEMENT);
     const workerData: FeeWorkerData<LocalFeeEngineOptions> = { sandbox: this.options.sandbox, progress };
     const worker = new Worker(this.options.entry, { workerData });
     // A worker must not keep the process alive: close() ends them, and a forgotten pool must not hang an exit.
     worker.unref();
-    const slot: Slot = { worker, startedAt: new Float64Array(progress), current: null, dead: false, ready: false };
+    const slot: Slot = { worker, startedAt: new Float64Array(progress), current: null, dead: false };
     this.slots.add(slot);
     let ready = false;
     return new Promise((resolve, reject) => {
@@ -295,7 +307,7 @@ export class FeeWorkerPool {
         if (message !== WORKER_READY) return this.onAnswer(slot, message);
         if (this.closed) return void this.kill(slot);
         ready = true;
-        slot.ready = true;
+        onReady();
         this.idle.push(slot);
         this.pump();
         resolve();
