@@ -1,7 +1,10 @@
-// npm run bench [-- --soak-s 600 --phase-s 20 --skip-pglite --profile --only p2p,floors --help]
+// npm run bench [-- --soak-s 600 --phase-s 20 --skip-pglite --profile --only p2p,floors --stored-count 10000000 --help]
+//
+// --stored-count sets the intents stored-10m seeds (ten million by default; fewer for a quick look).
 //
 // --only runs some sections (p2p, latency, invoice, invoice-rates, floors, floor-batch, hot-payee,
-// cpu, replays, refusals, refunds, policies, stored, soak, pglite, pglite-refusals, pglite-replays, statements, reconciliation; docs/PERFORMANCE.md,
+// cpu, replays, refusals, refunds, policies, stored, soak, pglite, pglite-refusals, pglite-replays, statements, reconciliation,
+// fresh-plans, stored-10m; docs/PERFORMANCE.md,
 // Reproducing the figures) for a
 // quick A/B of one change; it writes bench/results/partial-<time>.json and leaves latest.json and
 // the chart to full runs.
@@ -26,6 +29,7 @@ import { benchReconciliation } from './reconciliation.js';
 import { refundsPhase } from './refunds.js';
 import { rssGrowth } from './rss-growth.js';
 import { seedPolicies, seedSettledIntents, seedWallets } from './seed.js';
+import { freshPlansSection, startLargeStored } from './size.js';
 import { statementsSection } from './statements.js';
 
 /** @typedef {import('../dist/adapters/database.js').Database} Database */
@@ -109,6 +113,8 @@ import { statementsSection } from './statements.js';
  * @property {PgliteResults} [pglite]
  * @property {number[]} [loadAvgAtEnd]
  * @property {import('./reconciliation.js').ReconciliationBenchResult} [reconciliation] 1,000,000 statement lines against as many payouts
+ * @property {Awaited<ReturnType<typeof freshPlansSection>>} [freshPlans] saturated P2P on a fresh database, autovacuum off, no ANALYZE
+ * @property {{ stored: number, seedS: number, databaseGb: number, pairs: StoredPair[] }} [storedLarge] P2P with stored-count intents stored against none
  * @property {Summary} [summary]
  */
 /**
@@ -122,6 +128,7 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const { values: args } = parseArgs({
   options: {
     'soak-s': { type: 'string' },
+    'stored-count': { type: 'string' },
     'phase-s': { type: 'string' },
     only: { type: 'string' },
     'skip-pglite': { type: 'boolean' },
@@ -148,6 +155,9 @@ if (args.help) {
 }
 const SOAK_S = Number(args['soak-s'] ?? 600);
 const PHASE_S = Number(args['phase-s'] ?? 20);
+const STORED_LARGE_COUNT = Number(args['stored-count'] ?? 10_000_000);
+/** Each of fresh-plans' two stretches: a minute in a full run (three phases). */
+const FRESH_STRETCH_S = Math.min(3 * PHASE_S, 60);
 const PG_ADMIN_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 // Dropped and created again by each run: two benches on one server need two names (BENCH_DB).
 const BENCH_DB = process.env.BENCH_DB ?? 'payorch_bench';
@@ -218,7 +228,11 @@ const SECTIONS = [
   'pglite-replays',
   'statements',
   'reconciliation',
+  'fresh-plans',
+  'stored-10m',
 ];
+/** Sections on databases of their own: they do not need the main PostgreSQL pass's. */
+const OWN_DATABASE_SECTIONS = ['fresh-plans', 'stored-10m'];
 const only = args.only === undefined ? null : new Set(String(args.only).split(','));
 if (only !== null)
   for (const name of only) if (!SECTIONS.includes(name)) throw new Error(`--only: unknown section ${name} (${SECTIONS.join(', ')})`);
@@ -610,7 +624,9 @@ async function main() {
   const base = { secret, service: SERVICE, users: USERS, durationS: PHASE_S };
 
   // ── PostgreSQL ──
-  if (SECTIONS.some((section) => !section.startsWith('pglite') && runs(section))) {
+  /** The saturated level of the P2P section, 128 in flight where it did not run. */
+  let saturatedConcurrency = HOT_PAYEE_CONCURRENCY;
+  if (SECTIONS.some((section) => !section.startsWith('pglite') && !OWN_DATABASE_SECTIONS.includes(section) && runs(section))) {
     const databaseUrl = await recreateDatabase();
     {
       const admin = new pg.Client({ connectionString: databaseUrl });
@@ -649,6 +665,7 @@ async function main() {
       pgr.p2pSaturation = byConcurrency;
       // Closed loops: each one's concurrency is set.
       best = { concurrency: fastest.concurrency ?? best.concurrency };
+      saturatedConcurrency = best.concurrency;
       pgr.p2pSaturatedPerS = fastest.throughputPerS;
       log('P2P saturated', fastest.throughputPerS, '/s at', fastest.concurrency, 'in flight');
     }
@@ -846,35 +863,7 @@ async function main() {
       await runJson('load.js', { ...base, url: server.url, kind: 'p2p', mode: 'closed', concurrency: best.concurrency, durationS: 5 });
       if (runs('stored')) {
         const empty = await startEmptyTwin(ledger, configFile, base, best.concurrency);
-        const stored = { server, db };
-        /** @type {StoredPair[]} */
-        const pairs = [];
-        // Alternated, the order turned each pair (ABBA...), so that a drift of the machine's speed
-        // during the section weighs on both sides alike: single phases swing by a fifth here.
-        for (let pair = 0; pair < STORED_PAIRS; pair++) {
-          /** @param {{ server: { url: string }, db: Database }} side */
-          const measure = (side) =>
-            fromCheckpoint(side.db, { ...base, url: side.server.url, kind: 'p2p', mode: 'closed', concurrency: best.concurrency });
-          const emptyFirst = pair % 2 === 0;
-          const firstLoad = await measure(emptyFirst ? empty : stored);
-          const secondLoad = await measure(emptyFirst ? stored : empty);
-          const [emptyLoad, storedLoad] = emptyFirst ? [firstLoad, secondLoad] : [secondLoad, firstLoad];
-          pairs.push({
-            empty: emptyLoad,
-            stored: storedLoad,
-            ratio: Math.round((storedLoad.throughputPerS / emptyLoad.throughputPerS) * 100) / 100,
-          });
-          log(
-            `stored against empty, pair ${pair + 1}:`,
-            storedLoad.throughputPerS,
-            'vs',
-            emptyLoad.throughputPerS,
-            '/s; full page images per intent',
-            storedLoad.walPerIntent.fullPageImages,
-            'vs',
-            emptyLoad.walPerIntent.fullPageImages,
-          );
-        }
+        const pairs = await storedAgainstEmpty({ server, db }, empty, base, best.concurrency);
         pgr.storedAgainstEmpty = pairs;
         await empty.server.stop();
         await empty.db.close();
@@ -908,6 +897,41 @@ async function main() {
     await db.close();
   }
 
+  if (runs('fresh-plans') || runs('stored-10m')) {
+    /** @type {import('./size.js').SizeContext} */
+    const sizeContext = {
+      benchDb: BENCH_DB,
+      configFile,
+      ledger: new SqlLedger(),
+      base,
+      userBalance: USER_BALANCE,
+      concurrency: saturatedConcurrency,
+      recreateDatabase,
+      dropDatabase,
+      openDatabase,
+      startPayorch,
+      load: (options) => runJson('load.js', options),
+      log,
+    };
+    if (runs('fresh-plans')) {
+      log(`fresh plans: a fresh database, autovacuum off, no ANALYZE, two stretches of ${FRESH_STRETCH_S} s`);
+      results.freshPlans = await freshPlansSection(sizeContext, FRESH_STRETCH_S);
+      log('fresh plans: second stretch / first', results.freshPlans.secondToFirst);
+    }
+    if (runs('stored-10m')) {
+      log(`stored-10m: seeding ${STORED_LARGE_COUNT} settled intents`);
+      const large = await startLargeStored(sizeContext, STORED_LARGE_COUNT);
+      const empty = await startEmptyTwin(sizeContext.ledger, configFile, base, saturatedConcurrency);
+      const pairs = await storedAgainstEmpty(large, empty, base, saturatedConcurrency);
+      results.storedLarge = { stored: large.stored, seedS: large.seedS, databaseGb: large.databaseGb, pairs };
+      for (const side of [large, empty]) {
+        await side.server.stop();
+        await side.db.close();
+        await dropDatabase(side.name);
+      }
+    }
+  }
+
   // ── PGlite ──
   if (runs('pglite') || runs('pglite-refusals') || runs('pglite-replays')) results.pglite = await pglitePass(base, secret, configFile);
 
@@ -930,6 +954,45 @@ async function main() {
   writeFileSync(join(root, 'bench', 'results', `${results.startedAt.replace(/[:.]/g, '-')}.json`), json);
   writeChart({ ...fullRun, summary }, join(root, 'docs', 'bench.svg'));
   console.log(JSON.stringify(summary, null, 2));
+}
+
+/**
+ * P2P at `concurrency` in flight on a side with intents stored and on an empty twin, alternated in
+ * STORED_PAIRS pairs, the order turned each pair (ABBA...), so that a drift of the machine's speed
+ * during the section weighs on both sides alike: single phases swing by a fifth here. Each phase
+ * starts right after a checkpoint.
+ * @param {{ server: { url: string }, db: Database }} stored
+ * @param {{ server: { url: string }, db: Database }} empty
+ * @param {{ secret: string, service: string, users: [number, number], durationS: number }} base
+ * @param {number} concurrency
+ */
+async function storedAgainstEmpty(stored, empty, base, concurrency) {
+  /** @type {StoredPair[]} */
+  const pairs = [];
+  for (let pair = 0; pair < STORED_PAIRS; pair++) {
+    /** @param {{ server: { url: string }, db: Database }} side */
+    const measure = (side) => fromCheckpoint(side.db, { ...base, url: side.server.url, kind: 'p2p', mode: 'closed', concurrency });
+    const emptyFirst = pair % 2 === 0;
+    const firstLoad = await measure(emptyFirst ? empty : stored);
+    const secondLoad = await measure(emptyFirst ? stored : empty);
+    const [emptyLoad, storedLoad] = emptyFirst ? [firstLoad, secondLoad] : [secondLoad, firstLoad];
+    pairs.push({
+      empty: emptyLoad,
+      stored: storedLoad,
+      ratio: Math.round((storedLoad.throughputPerS / emptyLoad.throughputPerS) * 100) / 100,
+    });
+    log(
+      `stored against empty, pair ${pair + 1}:`,
+      storedLoad.throughputPerS,
+      'vs',
+      emptyLoad.throughputPerS,
+      '/s; full page images per intent',
+      storedLoad.walPerIntent.fullPageImages,
+      'vs',
+      emptyLoad.walPerIntent.fullPageImages,
+    );
+  }
+  return pairs;
 }
 
 /**
@@ -1338,6 +1401,28 @@ function roundTwoFigures(r) {
     fullPageImagesPerIntent:
       p.storedAgainstEmpty?.map((x) => ({ stored: x.stored.walPerIntent.fullPageImages, empty: x.empty.walPerIntent.fullPageImages })) ??
       null,
+    ...sizeFigures(r),
+  };
+}
+
+/**
+ * The third round's figures of plans and size: fresh-plans' second stretch over its first, and
+ * stored-10m's median ratio against the empty twin.
+ * @param {BenchResults} r
+ */
+function sizeFigures(r) {
+  const large = r.storedLarge?.pairs;
+  return {
+    freshPlansSecondToFirst: r.freshPlans?.secondToFirst ?? null,
+    freshPlansPerS: r.freshPlans === undefined ? null : [r.freshPlans.first.throughputPerS, r.freshPlans.second.throughputPerS],
+    storedLargeCount: r.storedLarge?.stored ?? null,
+    storedLargeSeedS: r.storedLarge?.seedS ?? null,
+    storedLargeRatio: median(large?.map((x) => x.ratio)),
+    storedLargeRatioPairs: large?.map((x) => x.ratio) ?? null,
+    p2pStoredLargePerS: median(large?.map((x) => x.stored.throughputPerS)),
+    p2pStoredLargeEmptyTwinPerS: median(large?.map((x) => x.empty.throughputPerS)),
+    storedLargeFullPageImagesPerIntent:
+      large?.map((x) => ({ stored: x.stored.walPerIntent.fullPageImages, empty: x.empty.walPerIntent.fullPageImages })) ?? null,
   };
 }
 

@@ -6,7 +6,9 @@
 -- with the foreign key's SQLSTATE. The other side (an intent deleted, or its id changed, while rows
 -- name it) is refused as the foreign key refused it.
 
-CREATE OR REPLACE FUNCTION intent_references_lock() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Sequential scans priced out: the lock's plan lives as long as the session, and one made while
+-- `intents` looked empty read the whole table at every statement as it grew (docs/design.md#hot-stable-plans).
+CREATE OR REPLACE FUNCTION intent_references_lock() RETURNS trigger LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
   -- An array, so that the lock is an index scan of intents whatever the statement's size
   -- (a transition table has no statistics to plan a join with).

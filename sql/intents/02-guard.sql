@@ -8,8 +8,10 @@
 -- p_checks: [{side: 'from'|'to', userId, since (null: per transaction), currency, operationType, measure: 'AMOUNT'|'COUNT',
 --             requested, limit}]. Returns NULL, {"refusal":"locked"} or
 -- {"refusal":"limit","index":i,"current":"…"} for the first check that would be exceeded.
+-- The sums' plans live as long as the session: sequential scans are priced out, so that one made
+-- while `intents` looked empty does not read the whole table as it grows (docs/design.md#hot-stable-plans).
 CREATE OR REPLACE FUNCTION intent_guard(p_lock_class integer, p_payer bigint, p_intent uuid, p_checks jsonb) RETURNS jsonb
-LANGUAGE plpgsql VOLATILE AS $$
+LANGUAGE plpgsql VOLATILE SET enable_seqscan = off AS $$
 DECLARE
   v_check jsonb;
   v_index integer := 0;

@@ -32,8 +32,10 @@ LANGUAGE sql IMMUTABLE AS $$
                            ELSE (c->>'userId')::bigint = ANY (p_to) END)
 $$;
 
+-- Sequential scans priced out for every statement it runs, intent_guard's sums and the key
+-- look-ups included: the session keeps their plans for its life (docs/design.md#hot-stable-plans).
 CREATE OR REPLACE FUNCTION intent_open_batch(p_lock_class integer, p_recipient_lock_class integer, p_batch jsonb) RETURNS jsonb
-LANGUAGE plpgsql VOLATILE AS $$
+LANGUAGE plpgsql VOLATILE SET enable_seqscan = off AS $$
 DECLARE
   v_size integer := jsonb_array_length(p_batch);
   -- By batch position + 1; NULL until answered.

@@ -70,9 +70,12 @@ LANGUAGE sql IMMUTABLE AS $$ SELECT 4 $$;
 -- one or two payments each custom plan looked cheaper than the generic one, and the statements of
 -- ledger_add_movements and ledger_lock_balances were planned again at every call: 1.6 ms a call
 -- instead of 0.9 in a quiet service. The generic plans cost no more on batches of 100
--- (docs/design.md#hot-generic-plans).
+-- (docs/design.md#hot-generic-plans). A generic plan is made once, on the tables as they are then:
+-- sequential scans are priced out, so that a look-up of pending transfers by id planned while
+-- `ledger_transfers` looked empty does not read the whole table for the session's life
+-- (docs/design.md#hot-stable-plans).
 CREATE OR REPLACE FUNCTION ledger_create_transfers(p_batch jsonb) RETURNS jsonb
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 DECLARE
   -- One clock for the plans and every write, as ledger_run_batch keeps one for its batch.
   v_now timestamptz := clock_timestamp();

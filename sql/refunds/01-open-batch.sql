@@ -10,8 +10,12 @@
 -- Answers one element per refund, in order: {"duplicate": true} (its key is stored),
 -- {"exceeds": remaining} (it would refund more than remains; nothing stored) or
 -- {"amount", "shares", "createdAt"} (stored SETTLED; the ledger call decides whether it stays so).
+--
+-- Every look-up is by key, with sequential scans priced out: the session keeps these plans for its
+-- life, and one made while the tables looked empty would read them whole as they grew
+-- (docs/design.md#hot-stable-plans).
 CREATE OR REPLACE FUNCTION refund_open_batch(p_batch jsonb) RETURNS jsonb
-LANGUAGE plpgsql VOLATILE AS $$
+LANGUAGE plpgsql VOLATILE SET enable_seqscan = off AS $$
 DECLARE
   v_results jsonb[] := '{}';
   v_item jsonb;
@@ -34,7 +38,7 @@ BEGIN
    ORDER BY x.intent_id
   ON CONFLICT (original_id) DO NOTHING;
   PERFORM 1 FROM refund_totals
-   WHERE original_id IN (SELECT (e->>'intent_id')::uuid FROM jsonb_array_elements(p_batch) AS e)
+   WHERE original_id = ANY (ARRAY(SELECT (e->>'intent_id')::uuid FROM jsonb_array_elements(p_batch) AS e))
    ORDER BY original_id
      FOR UPDATE;
 
