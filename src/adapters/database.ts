@@ -95,7 +95,18 @@ const pgTypes = {
 const statementNames = new Map<string, string>();
 const NAMED_STATEMENTS_MAX = 500;
 
+const PLANNED_EACH_CALL = '/* planned at each call */ ';
+
+/**
+ * A statement that goes out unnamed, so PostgreSQL plans it with the table as it is at each call.
+ * For lookups by key on a table that grows from empty: a generic plan made while it was small is a
+ * sequential scan, and without ANALYZE (autovacuum off, after a restore) nothing ever replaces it
+ * (docs/design.md#hot-stable-plans). Planning such a lookup costs tens of microseconds.
+ */
+export const plannedEachCall = (text: string): string => PLANNED_EACH_CALL + text;
+
 function statementName(text: string): string | undefined {
+  if (text.startsWith(PLANNED_EACH_CALL)) return undefined;
   let name = statementNames.get(text);
   if (name === undefined && statementNames.size < NAMED_STATEMENTS_MAX) {
     name = `payorch_${statementNames.size + 1}`;

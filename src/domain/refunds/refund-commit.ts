@@ -1,4 +1,4 @@
-import type { Database, Tx } from '../../adapters/database.js';
+import { type Database, plannedEachCall, type Tx } from '../../adapters/database.js';
 import type { Ledger, TransferInput } from '../../ledger/ledger.js';
 import { assertNever } from '../errors.js';
 import type { Intent } from '../intents/store/intent-store.js';
@@ -233,7 +233,7 @@ function closeBatch(tx: Tx, closing: readonly ClosingRow[]): void {
       : [],
   }));
   tx.send(
-    `WITH items AS (
+    plannedEachCall(`WITH items AS (
        SELECT * FROM jsonb_to_recordset($1::jsonb)
          AS x (id uuid, service_id text, status text, amount bigint, intent_id uuid, operation_type text, currency text,
                transfers jsonb, history jsonb)
@@ -249,7 +249,7 @@ function closeBatch(tx: Tx, closing: readonly ClosingRow[]): void {
      )
      INSERT INTO transactions (intent_id, refund_id, account_name, user_id, operation_type, direction, amount, fee_amount, currency)
      SELECT x.intent_id, x.id, h.account_name, h.user_id, x.operation_type, h.direction, h.amount, h.fee_amount, x.currency
-       FROM items x, jsonb_to_recordset(x.history) AS h (account_name text, user_id bigint, direction text, amount bigint, fee_amount bigint)`,
+       FROM items x, jsonb_to_recordset(x.history) AS h (account_name text, user_id bigint, direction text, amount bigint, fee_amount bigint)`),
     [JSON.stringify(items)],
   );
 }

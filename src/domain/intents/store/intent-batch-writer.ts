@@ -1,4 +1,4 @@
-import type { Sql, Tx } from '../../../adapters/database.js';
+import { plannedEachCall, type Sql, type Tx } from '../../../adapters/database.js';
 import { type HistoryRow, INTENT_SELECT, type Intent, type NewIntent, toIntent, type Transition } from './intent-store.js';
 import { assertTrail } from './state-machine.js';
 
@@ -58,7 +58,7 @@ export function closeNewIntents(tx: Tx, closing: readonly NewIntentClosing[]): v
     [JSON.stringify(items)],
   );
   const dropped = closing.filter((c) => c.action === 'drop').map((c) => c.intent.id);
-  if (dropped.length > 0) tx.send('DELETE FROM intents WHERE id = ANY($1::uuid[])', [dropped]);
+  if (dropped.length > 0) tx.send(plannedEachCall('DELETE FROM intents WHERE id = ANY($1::uuid[])'), [dropped]);
   for (const failed of closing.filter((c) => c.action === 'fail')) {
     tx.send("UPDATE intents SET status = 'FAILED', failure_reason = $2, updated_at = now() WHERE id = $1", [
       failed.intent.id,

@@ -1,7 +1,7 @@
 import { isUuid } from '../../accounts/accounts.js';
 import { apiError } from '../../errors.js';
 import { CoalescedReads, departureFor } from '../../../adapters/coalesced-reads.js';
-import type { Database, Sql } from '../../../adapters/database.js';
+import { type Database, plannedEachCall, type Sql } from '../../../adapters/database.js';
 import type { Channel, IntentStatus, OperationType } from '../../model.js';
 
 /** An intent as stored; money as bigint. */
@@ -163,7 +163,7 @@ export type IntentLookup = (id: string) => Promise<Intent | null>;
 /** For an invoice's confirm, which reads its invoice before the batch that claims it. */
 export function sharedIntentLookup(db: Database): IntentLookup {
   const reads = new CoalescedReads(async (ids: readonly string[]) => {
-    const { rows } = await db.query(`SELECT ${INTENT_SELECT} FROM intents WHERE id = ANY($1::uuid[])`, [ids]);
+    const { rows } = await db.query(plannedEachCall(`SELECT ${INTENT_SELECT} FROM intents WHERE id = ANY($1::uuid[])`), [ids]);
     return new Map(rows.map((row) => [row.id as string, toIntent(row)]));
   }, departureFor(db));
   return async (id) => {

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import type { Sql } from '../../../adapters/database.js';
+import { plannedEachCall, type Sql } from '../../../adapters/database.js';
 import type { IntentStatus } from '../../model.js';
 import { INTENT_SELECT, type Intent, toIntent, type Transition } from './intent-store.js';
 import type { OutboxKind, OutboxPayload } from './outbox-jobs.js';
@@ -95,10 +95,10 @@ export async function moveIntents(tx: Sql, intentIds: readonly string[], move: M
           INSERT INTO outbox (kind, intent_id, payload) SELECT ${p(move.job.kind)}, m.id, ${p(JSON.stringify(move.job.payload))}::jsonb FROM moved m
           ON CONFLICT (intent_id, kind) WHERE done_at IS NULL DO NOTHING)`;
   const { rows } = await tx.query(
-    `WITH moved AS (
+    plannedEachCall(`WITH moved AS (
        UPDATE intents SET ${update.sets.join(', ')} WHERE id = ANY($1::uuid[]) AND ${update.guards.join(' AND ')} RETURNING ${INTENT_SELECT}
      ), events AS (${eventsSql})${jobSql}
-     SELECT * FROM moved`,
+     SELECT * FROM moved`),
     params,
   );
   return rows.map(toIntent);
