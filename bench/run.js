@@ -1,7 +1,7 @@
 // npm run bench [-- --soak-s 600 --phase-s 20 --skip-pglite --profile --only p2p,floors --help]
 //
 // --only runs some sections (p2p, latency, invoice, invoice-rates, floors, floor-batch, hot-payee,
-// cpu, replays, refusals, refunds, policies, stored, soak, pglite, pglite-refusals, pglite-replays, statements, reconciliation; docs/PERFORMANCE.md,
+// cpu, replays, refusals, refunds, policies, stored, soak, pglite, pglite-refusals, pglite-replays, statements, reconciliation, payouts; docs/PERFORMANCE.md,
 // Reproducing the figures) for a
 // quick A/B of one change; it writes bench/results/partial-<time>.json and leaves latest.json and
 // the chart to full runs.
@@ -22,6 +22,7 @@ import pg from 'pg';
 import { openDatabase } from '../dist/adapters/database.js';
 import { SqlLedger } from '../dist/ledger/sql-ledger.js';
 import { writeChart } from './chart.js';
+import { payoutsSection } from './payouts.js';
 import { benchReconciliation } from './reconciliation.js';
 import { refundsPhase } from './refunds.js';
 import { rssGrowth } from './rss-growth.js';
@@ -109,6 +110,7 @@ import { statementsSection } from './statements.js';
  * @property {PgliteResults} [pglite]
  * @property {number[]} [loadAvgAtEnd]
  * @property {import('./reconciliation.js').ReconciliationBenchResult} [reconciliation] 1,000,000 statement lines against as many payouts
+ * @property {import('./payouts.js').PayoutsResult} [payouts] PSPX payouts per second of one workers process against the simulator
  * @property {Summary} [summary]
  */
 /**
@@ -191,6 +193,8 @@ const HOT_PAYEES = { zipfS: 2.0, count: 200 };
 /** Units of /proc/<pid>/stat's utime and stime (`getconf CLK_TCK`, 100 on Linux). */
 const CLOCK_TICKS_PER_S = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
 const SOAK_RATE = 500;
+/** PSPX payouts the payouts section creates and one workers process drives. */
+const PAYOUTS = 3_000;
 const RSS_SAMPLE_MS = 5_000;
 const SERVICE = 'wallet-api';
 // Production settings: at least 32 characters each (docs/SECURITY.md §4).
@@ -218,7 +222,10 @@ const SECTIONS = [
   'pglite-replays',
   'statements',
   'reconciliation',
+  'payouts',
 ];
+/** Sections that set up their own database and processes: they need nothing of the PostgreSQL pass. */
+const OWN_DATABASE = new Set(['reconciliation', 'payouts']);
 const only = args.only === undefined ? null : new Set(String(args.only).split(','));
 if (only !== null)
   for (const name of only) if (!SECTIONS.includes(name)) throw new Error(`--only: unknown section ${name} (${SECTIONS.join(', ')})`);
@@ -610,7 +617,7 @@ async function main() {
   const base = { secret, service: SERVICE, users: USERS, durationS: PHASE_S };
 
   // ── PostgreSQL ──
-  if (SECTIONS.some((section) => !section.startsWith('pglite') && runs(section))) {
+  if (SECTIONS.some((section) => !section.startsWith('pglite') && !OWN_DATABASE.has(section) && runs(section))) {
     const databaseUrl = await recreateDatabase();
     {
       const admin = new pg.Client({ connectionString: databaseUrl });
@@ -912,6 +919,11 @@ async function main() {
   if (runs('pglite') || runs('pglite-refusals') || runs('pglite-replays')) results.pglite = await pglitePass(base, secret, configFile);
 
   if (runs('reconciliation')) results.reconciliation = await benchReconciliation({ lines: 1_000_000, log });
+
+  if (runs('payouts')) {
+    log('payouts: one workers process against the PSPX simulator at its default latency');
+    results.payouts = await payoutsSection({ payouts: PAYOUTS, log });
+  }
 
   results.loadAvgAtEnd = loadavg().map((x) => Math.round(x * 100) / 100);
   if (only !== null) {
@@ -1315,6 +1327,9 @@ function roundTwoFigures(r) {
     fullPageImagesPerIntent:
       p.storedAgainstEmpty?.map((x) => ({ stored: x.stored.walPerIntent.fullPageImages, empty: x.empty.walPerIntent.fullPageImages })) ??
       null,
+    payoutsConfirmedPerSPerWorkersProcess: r.payouts?.current.confirmedPerS ?? null,
+    payoutsSettledPerSPerWorkersProcess: r.payouts?.current.settledPerS ?? null,
+    payoutsSimulatorLatencyMs: r.payouts?.simulatorLatencyMs ?? null,
   };
 }
 

@@ -13,7 +13,7 @@ import {
   renewPayoutLeases,
 } from '../domain/intents/store/intent-writer.js';
 import type { OutboxKind, OutboxPayload } from '../domain/intents/store/outbox-jobs.js';
-import type { PspSubState } from '../domain/intents/store/state-machine.js';
+import { PSP_ACTIVE_SUB_STATES, type PspSubState } from '../domain/intents/store/state-machine.js';
 import type { Logger } from '../adapters/logger.js';
 import { INTENT_ID_ATTRIBUTE, inSpan, withIntentIds } from '../adapters/tracing.js';
 
@@ -362,6 +362,9 @@ async function drive(deps: PspWorkerDeps, claim: Claim): Promise<void> {
     // the provider), usually by its lease lapsing since this release fails too.
     delayMs = isDatabaseUnreachable(error) ? 0 : deps.settings.retryDelayMs;
   }
+  // A payout that left the PSP's active sub-states is never claimed again: its lease needs no
+  // release, which spares one write per payout.
+  if (!PSP_ACTIVE_SUB_STATES.includes(current.state)) return;
   await release(deps, claim, delayMs).catch((error: unknown) => {
     // The lease then runs out by itself; only the retry waits a little longer.
     ctx.log.error({ event: 'psp_worker_error', err: error }, 'PSP worker could not release its claim');
