@@ -4,7 +4,7 @@
 //
 // --only runs some sections (p2p, latency, invoice, invoice-rates, floors, floor-batch, hot-payee,
 // cpu, replays, refusals, refunds, policies, stored, soak, pglite, pglite-refusals, pglite-replays, statements, reconciliation,
-// fresh-plans, stored-10m; docs/PERFORMANCE.md,
+// payouts, fresh-plans, stored-10m; docs/PERFORMANCE.md,
 // Reproducing the figures) for a
 // quick A/B of one change; it writes bench/results/partial-<time>.json and leaves latest.json and
 // the chart to full runs.
@@ -25,6 +25,7 @@ import pg from 'pg';
 import { openDatabase } from '../dist/adapters/database.js';
 import { SqlLedger } from '../dist/ledger/sql-ledger.js';
 import { writeChart } from './chart.js';
+import { payoutsSection } from './payouts.js';
 import { benchReconciliation } from './reconciliation.js';
 import { refundsPhase } from './refunds.js';
 import { rssGrowth } from './rss-growth.js';
@@ -115,6 +116,7 @@ import { statementsSection } from './statements.js';
  * @property {import('./reconciliation.js').ReconciliationBenchResult} [reconciliation] 1,000,000 statement lines against as many payouts
  * @property {Awaited<ReturnType<typeof freshPlansSection>>} [freshPlans] saturated P2P on a fresh database, autovacuum off, no ANALYZE
  * @property {{ stored: number, seedS: number, databaseGb: number, pairs: StoredPair[] }} [storedLarge] P2P with stored-count intents stored against none
+ * @property {import('./payouts.js').PayoutsResult} [payouts] PSPX payouts per second of one workers process against the simulator
  * @property {Summary} [summary]
  */
 /**
@@ -201,6 +203,8 @@ const HOT_PAYEES = { zipfS: 2.0, count: 200 };
 /** Units of /proc/<pid>/stat's utime and stime (`getconf CLK_TCK`, 100 on Linux). */
 const CLOCK_TICKS_PER_S = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
 const SOAK_RATE = 500;
+/** PSPX payouts the payouts section creates and one workers process drives. */
+const PAYOUTS = 3_000;
 const RSS_SAMPLE_MS = 5_000;
 const SERVICE = 'wallet-api';
 // Production settings: at least 32 characters each (docs/SECURITY.md §4).
@@ -228,11 +232,12 @@ const SECTIONS = [
   'pglite-replays',
   'statements',
   'reconciliation',
+  'payouts',
   'fresh-plans',
   'stored-10m',
 ];
-/** Sections on databases of their own: they do not need the main PostgreSQL pass's. */
-const OWN_DATABASE_SECTIONS = ['fresh-plans', 'stored-10m'];
+/** Sections that set up their own database and processes: they need nothing of the PostgreSQL pass. */
+const OWN_DATABASE = new Set(['reconciliation', 'payouts', 'fresh-plans', 'stored-10m']);
 const only = args.only === undefined ? null : new Set(String(args.only).split(','));
 if (only !== null)
   for (const name of only) if (!SECTIONS.includes(name)) throw new Error(`--only: unknown section ${name} (${SECTIONS.join(', ')})`);
@@ -626,7 +631,7 @@ async function main() {
   // ── PostgreSQL ──
   /** The saturated level of the P2P section, 128 in flight where it did not run. */
   let saturatedConcurrency = HOT_PAYEE_CONCURRENCY;
-  if (SECTIONS.some((section) => !section.startsWith('pglite') && !OWN_DATABASE_SECTIONS.includes(section) && runs(section))) {
+  if (SECTIONS.some((section) => !section.startsWith('pglite') && !OWN_DATABASE.has(section) && runs(section))) {
     const databaseUrl = await recreateDatabase();
     {
       const admin = new pg.Client({ connectionString: databaseUrl });
@@ -936,6 +941,11 @@ async function main() {
   if (runs('pglite') || runs('pglite-refusals') || runs('pglite-replays')) results.pglite = await pglitePass(base, secret, configFile);
 
   if (runs('reconciliation')) results.reconciliation = await benchReconciliation({ lines: 1_000_000, log });
+
+  if (runs('payouts')) {
+    log('payouts: one workers process against the PSPX simulator at its default latency');
+    results.payouts = await payoutsSection({ payouts: PAYOUTS, log });
+  }
 
   results.loadAvgAtEnd = loadavg().map((x) => Math.round(x * 100) / 100);
   if (only !== null) {
@@ -1401,6 +1411,9 @@ function roundTwoFigures(r) {
     fullPageImagesPerIntent:
       p.storedAgainstEmpty?.map((x) => ({ stored: x.stored.walPerIntent.fullPageImages, empty: x.empty.walPerIntent.fullPageImages })) ??
       null,
+    payoutsConfirmedPerSPerWorkersProcess: r.payouts?.current.confirmedPerS ?? null,
+    payoutsSettledPerSPerWorkersProcess: r.payouts?.current.settledPerS ?? null,
+    payoutsSimulatorLatencyMs: r.payouts?.simulatorLatencyMs ?? null,
     ...sizeFigures(r),
   };
 }

@@ -5,7 +5,6 @@ import { randomBytes } from 'node:crypto';
 import { Value } from 'typebox/value';
 import { type ConfigFile, ConfigFileSchema } from './domain/bootstrap/config-file.js';
 import { FEE_WORKERS_DEFAULT } from './domain/rules/fees/pooled-fee-engine.js';
-import { LEASE_MS_DEFAULT } from './adapters/lease-session.js';
 import { DATABASE_POOL_MODES, type DatabasePoolMode } from './adapters/database.js';
 
 /** R49: which parts of the service this process runs; any number of each may share one PostgreSQL. */
@@ -138,18 +137,6 @@ function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0
   return value;
 }
 
-/** Renewals of the outbox lease that fit in its lifetime: one late tick must not cost the leadership. */
-const LEASE_RENEWALS_MIN = 3;
-
-/** The outbox leader renews its lease once per tick (either pool mode), so ticks must come well within it. */
-function refuseLapsingLease(config: Config): void {
-  if (config.outboxIntervalMs * LEASE_RENEWALS_MIN > LEASE_MS_DEFAULT) {
-    throw new ConfigError(
-      `OUTBOX_INTERVAL_MS must be at most ${LEASE_MS_DEFAULT / LEASE_RENEWALS_MIN}: the outbox leader renews its ${LEASE_MS_DEFAULT} ms lease once per tick (got ${config.outboxIntervalMs})`,
-    );
-  }
-}
-
 function oneOf<const Choices extends readonly string[]>(env: NodeJS.ProcessEnv, name: string, choices: Choices): Choices[number] {
   const raw = nonEmpty(env[name]) ?? choices[0];
   const choice = choices.find((candidate) => candidate === raw);
@@ -215,7 +202,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: nonEmpty(env.LOG_LEVEL) ?? 'info',
     pspWorkerIntervalMs: integer(env, 'PSP_WORKER_INTERVAL_MS', 1000, 1),
     // Covers one PSP step: a provider call of 3 attempts × 3000 ms plus backoff, with room to spare.
-    pspLeaseMs: integer(env, 'PSP_LEASE_MS', 30_000, 1),
+    pspLeaseMs: integer(env, 'PSP_LEASE_MS', 3_000, 1),
     outboxIntervalMs: integer(env, 'OUTBOX_INTERVAL_MS', 1000, 1),
     expirySweepIntervalMs: integer(env, 'EXPIRY_SWEEP_INTERVAL_MS', 30_000, 1),
     balanceMonitorIntervalMs: integer(env, 'BALANCE_MONITOR_INTERVAL_MS', 60_000, 1),
@@ -245,6 +232,5 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxConnections: integer(env, 'MAX_CONNECTIONS', MAX_CONNECTIONS_DEFAULT, 1),
     file: readConfigFile(configFile),
   });
-  refuseLapsingLease(config);
   return config;
 }

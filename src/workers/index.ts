@@ -38,7 +38,9 @@ export interface RunningWorkers {
   stop(): Promise<void>;
 }
 
-const PSP_BATCH_SIZE_MAX = 10;
+const PSP_BATCH_SIZE_MAX = 20;
+/** Payouts in flight per workers process: each mostly waits on the provider, so many overlap cheaply. */
+const PSP_CONCURRENCY_MAX = 128;
 /** After an unknown answer the step waits this many worker intervals. */
 const PSP_RETRY_INTERVALS = 5;
 /** A confirm needs this much of the reservation's lifetime left (capped at half of it). */
@@ -56,6 +58,7 @@ export function pspWorkerSettings(config: Config): PspWorkerSettings {
   return {
     batchSizeMax: PSP_BATCH_SIZE_MAX,
     leaseMs: config.pspLeaseMs,
+    concurrencyMax: PSP_CONCURRENCY_MAX,
     inquiriesMax: config.pspMaxInquiries,
     // One status inquiry per intent per tick.
     inquiryDelayMs: config.pspWorkerIntervalMs,
@@ -123,7 +126,7 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
   const loops = [
     startLoop('statement-reconciliation', STATEMENT_CHECK_INTERVAL_MS, () => statements.runOnce(), log),
     startLoop('event-feed-pruning', EVENT_PRUNE_INTERVAL_MS, () => feed.prune(), log),
-    startLoop('psp-worker', config.pspWorkerIntervalMs, () => psp.runOnce(), log),
+    psp.start(config.pspWorkerIntervalMs),
     startLoop('outbox-worker', config.outboxIntervalMs, () => outbox.runOnce(), log),
     startLoop('webhooks', WEBHOOK_INTERVAL_MS, () => webhooks.dispatch(), log),
     startLoop('balance-monitor', config.balanceMonitorIntervalMs, () => monitor.runOnce().then(countBalanceCheck), log),

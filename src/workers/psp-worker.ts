@@ -4,9 +4,16 @@ import type { Database, Sql } from '../adapters/database.js';
 import type { WorkerMetrics } from '../observability/metrics.js';
 import { isReceiverType, type PspxClient, type Receiver } from '../adapters/pspx/pspx-client.js';
 import { assertNever } from '../domain/errors.js';
-import { claimPayouts, countInquiry as recordInquiry, moveIntent, releasePayout } from '../domain/intents/store/intent-writer.js';
+import { isDatabaseUnreachable } from '../adapters/database-outage.js';
+import {
+  claimPayouts,
+  countInquiry as recordInquiry,
+  moveIntent,
+  releasePayout,
+  renewPayoutLeases,
+} from '../domain/intents/store/intent-writer.js';
 import type { OutboxKind, OutboxPayload } from '../domain/intents/store/outbox-jobs.js';
-import type { PspSubState } from '../domain/intents/store/state-machine.js';
+import { PSP_ACTIVE_SUB_STATES, type PspSubState } from '../domain/intents/store/state-machine.js';
 import type { Logger } from '../adapters/logger.js';
 import { INTENT_ID_ATTRIBUTE, inSpan, withIntentIds } from '../adapters/tracing.js';
 
@@ -27,8 +34,15 @@ import { INTENT_ID_ATTRIBUTE, inSpan, withIntentIds } from '../adapters/tracing.
  * intent at once; the row locks last only for that statement, never across a provider call. Every
  * state write is a guarded UPDATE on (status, psp_state, lease token) with its audit row and any
  * outbox job in the same transaction: a worker whose lease expired and was taken over writes
- * nothing more. A crashed worker's lease simply runs out and another worker resumes from the
- * recorded sub-state.
+ * nothing more. Leases are short (PSP_LEASE_MS, 3 s) and a live worker extends the ones it holds
+ * on a heartbeat (a third of the lease), whatever its provider calls are waiting for: a crashed or
+ * killed worker's leases run out within one lease, and the next claim (its own restarted process
+ * or another) resumes from the recorded sub-state (docs/rules.md R65). A worker that cannot reach
+ * the database cannot renew either, so after an outage longer than a lease every payout is free
+ * again the moment the database answers.
+ *
+ * Independence: a worker keeps up to concurrencyMax payouts in flight and claims more as they
+ * finish (start()), so one slow provider answer delays its own payout only, never a batch.
  *
  * Never a second confirm: CONFIRM_PENDING is committed before the confirm is sent, by the one
  * worker whose guarded QUERIED → CONFIRM_PENDING update succeeded, and that worker sends it in the
@@ -47,8 +61,10 @@ const AFTER_RESTART = 'not_known_after_restart';
 export interface PspWorkerSettings {
   /** Intents claimed per run. */
   readonly batchSizeMax: number;
-  /** How long a claim is exclusive; must exceed one step (a provider call with its retries). */
+  /** How long a claim stays exclusive without a heartbeat; the heartbeat renews it every third of it. */
   readonly leaseMs: number;
+  /** Payouts one worker drives at once (start()); each waits on its own provider calls. */
+  readonly concurrencyMax: number;
   /** PSP_MAX_INQUIRIES: status inquiries without a final answer before MANUAL_REVIEW. */
   readonly inquiriesMax: number;
   /** Pause between two status inquiries of one intent. */
@@ -78,6 +94,12 @@ export interface PspWorkerDeps {
 export interface PspWorker {
   /** Claims one batch and drives each intent as far as it goes now; returns how many it claimed. */
   runOnce(): Promise<number>;
+  /**
+   * Drives payouts continuously: claims at once, then every `intervalMs`, and again as soon as
+   * payouts in flight finish while the last claim found more than it could take; never more than
+   * concurrencyMax in flight. stop() ends the claiming and waits for the payouts in flight.
+   */
+  start(intervalMs: number): { stop(): Promise<void> };
 }
 
 /** Moves one claim may make before it yields the intent (NEW → … → CONFIRMED is 5). */
@@ -114,40 +136,180 @@ class LeaseLost extends Error {
 }
 
 export function createPspWorker(deps: PspWorkerDeps): PspWorker {
-  assert.ok(deps.settings.batchSizeMax > 0 && deps.settings.leaseMs > 0 && deps.settings.inquiriesMax > 0, 'PSP worker limits must be > 0');
+  const { settings } = deps;
+  assert.ok(
+    settings.batchSizeMax > 0 && settings.leaseMs > 0 && settings.inquiriesMax > 0 && settings.concurrencyMax > 0,
+    'PSP worker limits must be > 0',
+  );
+  const heartbeat = new Heartbeat(deps);
+  const active = new Set<Promise<void>>();
   let running: Promise<number> | null = null;
+
+  /** Claims up to `limit` and starts driving them; the promises end when each claim is given back. */
+  const claimAndDrive = async (limit: number): Promise<Promise<void>[]> => {
+    const claims = await claimBatch(deps, randomUUID(), limit);
+    return claims.map((claim) => {
+      heartbeat.hold(claim);
+      deps.metrics?.pspInFlight.inc();
+      const driven = inSpan('psp drive', { [INTENT_ID_ATTRIBUTE]: claim.id, 'payorch.psp_state': claim.state }, () =>
+        withIntentIds([claim.id], () => drive(deps, claim)),
+      ).finally(() => {
+        heartbeat.drop(claim);
+        deps.metrics?.pspInFlight.dec();
+        active.delete(driven);
+      });
+      active.add(driven);
+      return driven;
+    });
+  };
+
   return {
     runOnce() {
       // One batch at a time per worker: a manual run during a timed one waits for it.
       const previous = running ?? Promise.resolve(0);
-      const run = previous.catch(() => 0).then(() => runBatch(deps));
+      const run = previous
+        .catch(() => 0)
+        .then(async () => {
+          const driven = await claimAndDrive(settings.batchSizeMax);
+          await Promise.all(driven);
+          return driven.length;
+        });
       running = run;
       return run.finally(() => {
         if (running === run) running = null;
       });
     },
+    start(intervalMs) {
+      return startPump(deps, intervalMs, active, claimAndDrive);
+    },
   };
 }
 
-async function runBatch(deps: PspWorkerDeps): Promise<number> {
-  const claims = await claimBatch(deps, randomUUID());
-  await Promise.all(
-    claims.map((claim) => {
-      deps.metrics?.pspInFlight.inc();
-      const driven = inSpan('psp drive', { [INTENT_ID_ATTRIBUTE]: claim.id, 'payorch.psp_state': claim.state }, () =>
-        withIntentIds([claim.id], () => drive(deps, claim)),
-      );
-      return driven.finally(() => deps.metrics?.pspInFlight.dec());
-    }),
-  );
-  return claims.length;
+/**
+ * The continuous claimer behind start(). A claim that came back full means more payouts are due:
+ * then every payout that finishes frees its place for the next claim (taken once a batch's worth
+ * of places, or half of concurrencyMax, is free, so claims stay batched); otherwise the next tick
+ * looks again.
+ */
+function startPump(
+  deps: PspWorkerDeps,
+  intervalMs: number,
+  active: ReadonlySet<Promise<void>>,
+  claimAndDrive: (limit: number) => Promise<Promise<void>[]>,
+): { stop(): Promise<void> } {
+  const { settings } = deps;
+  const refillAt = Math.max(1, Math.min(settings.batchSizeMax, Math.floor(settings.concurrencyMax / 2)));
+  let stopped = false;
+  let backlog = false;
+  let again = false;
+  let filling: Promise<void> | null = null;
+  let timer: NodeJS.Timeout | null = null;
+
+  const fill = (): Promise<void> => {
+    if (filling !== null) {
+      again = true;
+      return filling;
+    }
+    const run = (async () => {
+      do {
+        again = false;
+        while (!stopped && settings.concurrencyMax - active.size >= (backlog ? refillAt : 1)) {
+          const limit = Math.min(settings.batchSizeMax, settings.concurrencyMax - active.size);
+          const driven = await claimAndDrive(limit);
+          for (const one of driven) void one.then(onFinished);
+          backlog = driven.length === limit;
+          if (!backlog) break;
+        }
+      } while (again && !stopped);
+    })();
+    filling = run
+      .catch((error: unknown) => {
+        backlog = false;
+        deps.log.error(
+          { event: 'worker_run_failed', worker: 'psp-worker', err: error },
+          'psp-worker claim failed; tried again at the next tick',
+        );
+      })
+      .finally(() => {
+        filling = null;
+      });
+    return filling;
+  };
+  const onFinished = () => {
+    if (backlog && !stopped && settings.concurrencyMax - active.size >= refillAt) void fill();
+  };
+  const tick = () => {
+    void fill().finally(() => {
+      if (!stopped) timer = setTimeout(tick, intervalMs);
+    });
+  };
+  tick();
+
+  return {
+    async stop() {
+      stopped = true;
+      if (timer !== null) clearTimeout(timer);
+      await filling;
+      await Promise.all([...active]);
+    },
+  };
 }
 
-async function claimBatch(deps: PspWorkerDeps, token: string): Promise<Claim[]> {
+/**
+ * Renews the leases this worker holds every third of a lease, independent of how long their
+ * provider calls take. A failed renewal is logged once until one succeeds again: the guarded writes,
+ * not the heartbeat, keep a payout's moves single, so a lease that lapses meanwhile costs only a
+ * takeover.
+ */
+class Heartbeat {
+  private readonly held = new Map<string, string>();
+  private timer: NodeJS.Timeout | null = null;
+  private beating = false;
+  private failing = false;
+
+  constructor(private readonly deps: PspWorkerDeps) {}
+
+  hold(claim: Claim): void {
+    this.held.set(claim.id, claim.token);
+    if (this.timer !== null) return;
+    this.timer = setInterval(() => void this.beat(), Math.max(1, Math.floor(this.deps.settings.leaseMs / 3)));
+    // Only payouts in flight keep the process alive, not their heartbeat.
+    this.timer.unref();
+  }
+
+  drop(claim: Claim): void {
+    if (this.held.get(claim.id) === claim.token) this.held.delete(claim.id);
+    if (this.held.size === 0 && this.timer !== null) {
+      clearInterval(this.timer);
+      this.timer = null;
+    }
+  }
+
+  private async beat(): Promise<void> {
+    if (this.beating || this.held.size === 0) return;
+    this.beating = true;
+    try {
+      await renewPayoutLeases(this.deps.db, { ids: [...this.held.keys()], owners: [...this.held.values()] }, this.deps.settings.leaseMs);
+      if (this.failing) this.deps.log.info({ event: 'psp_heartbeat_restored' }, 'PSP worker renews its leases again');
+      this.failing = false;
+    } catch (error) {
+      if (!this.failing)
+        this.deps.log.warn(
+          { event: 'psp_heartbeat_failed', err: error },
+          'PSP worker could not renew its leases; they lapse unless it recovers',
+        );
+      this.failing = true;
+    } finally {
+      this.beating = false;
+    }
+  }
+}
+
+async function claimBatch(deps: PspWorkerDeps, token: string, limit: number): Promise<Claim[]> {
   const { settings } = deps;
   const rows = await claimPayouts(deps.db, {
     owner: token,
-    limit: settings.batchSizeMax,
+    limit,
     leaseMs: settings.leaseMs,
     confirmWindowS: settings.ledgerPendingTimeoutS - settings.confirmMarginS,
   });
@@ -196,8 +358,13 @@ async function drive(deps: PspWorkerDeps, claim: Claim): Promise<void> {
       return;
     }
     ctx.log.error({ event: 'psp_worker_error', err: error, pspState: current.state }, 'PSP worker step failed; retried later');
-    delayMs = deps.settings.retryDelayMs;
+    // The database gone: the payout is due again as soon as it answers (nothing to wait out at
+    // the provider), usually by its lease lapsing since this release fails too.
+    delayMs = isDatabaseUnreachable(error) ? 0 : deps.settings.retryDelayMs;
   }
+  // A payout that left the PSP's active sub-states is never claimed again: its lease needs no
+  // release, which spares one write per payout.
+  if (!PSP_ACTIVE_SUB_STATES.includes(current.state)) return;
   await release(deps, claim, delayMs).catch((error: unknown) => {
     // The lease then runs out by itself; only the retry waits a little longer.
     ctx.log.error({ event: 'psp_worker_error', err: error }, 'PSP worker could not release its claim');

@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'vitest';
 import type { Logger } from '../../src/adapters/logger.js';
-import type { OutboxWorker } from '../../src/workers/outbox-worker.js';
+import { StatusPublisher } from '../../src/domain/intents/store/status-publisher.js';
+import { createOutboxWorker, OUTBOX_DEFAULTS, type OutboxWorker } from '../../src/workers/outbox-worker.js';
+import { createUser, topUp } from './payments.js';
 import type { PspWorker, PspWorkerSettings } from '../../src/workers/psp-worker.js';
 import type { TestApp } from './app.js';
 
@@ -23,6 +25,7 @@ export const customer = {
 export const testPspSettings: PspWorkerSettings = {
   batchSizeMax: 10,
   leaseMs: 10_000,
+  concurrencyMax: 10,
   inquiriesMax: 5,
   inquiryDelayMs: 0,
   retryDelayMs: 0,
@@ -30,6 +33,24 @@ export const testPspSettings: PspWorkerSettings = {
   confirmMarginS: 300,
   confirmNotReceivedAfterMs: 6_000,
 };
+
+/** The outbox worker of a test app, retrying failed jobs after 1 ms. */
+export function testOutbox(t: TestApp, log: Logger): OutboxWorker {
+  return createOutboxWorker({
+    db: t.db,
+    ledger: t.ledger,
+    publisher: new StatusPublisher(t.broker, log),
+    log,
+    settings: { ...OUTBOX_DEFAULTS, backoffBaseMs: 1 },
+  });
+}
+
+/** A user with a PSPX wallet and `balance` satang: a payer of payouts. */
+export async function payoutPayer(t: TestApp, userId: number, balance: number): Promise<void> {
+  await createUser(t, userId);
+  await registerIpps(t, userId);
+  await topUp(t, userId, balance);
+}
 
 export async function registerIpps(t: TestApp, userId: number): Promise<void> {
   const res = await t.call('POST', '/accounts/register-ipps', { user: userId, body: { ...customer, externalUserId: `ext-${userId}` } });

@@ -187,6 +187,25 @@ export async function claimPayouts(
   return rows;
 }
 
+/**
+ * The heartbeat of a live PSP worker: extends the leases it still holds (each intent with the
+ * token it claimed it with) by `leaseMs`; a lease another worker took meanwhile is left alone.
+ * Returns how many were extended.
+ */
+export async function renewPayoutLeases(
+  sql: Sql,
+  leases: { readonly ids: readonly string[]; readonly owners: readonly string[] },
+  leaseMs: number,
+): Promise<number> {
+  const { rowCount } = await sql.query(
+    `UPDATE intents i SET psp_lease_until = now() + $3::bigint * interval '1 millisecond'
+       FROM unnest($1::uuid[], $2::uuid[]) AS held(id, owner)
+      WHERE i.id = held.id AND i.psp_lease_owner = held.owner`,
+    [leases.ids, leases.owners, leaseMs],
+  );
+  return rowCount;
+}
+
 /** Gives a claimed payout back, due again after `delayMs`; nothing when another worker holds it now. */
 export async function releasePayout(sql: Sql, intentId: string, leaseOwner: string, delayMs: number): Promise<void> {
   await sql.query(
