@@ -1,10 +1,14 @@
 // The 'statements' section of npm run bench (docs/rules.md R58, docs/PERFORMANCE.md):
 // - P2P throughput with balance history on and off in the same run: a second payorch on the same
 //   database whose connections set ledger.history=off (a bench-only switch, sql/ledger/13-history.sql),
-//   the two loaded in turn, on / off / on / off, with the load generator's closed loop;
+//   the two loaded in turn with the load generator's closed loop, in AB_ROUNDS rounds whose order
+//   alternates (on-off, off-on, ...) so that a machine growing busier or calmer favours neither
+//   side; the figure is the median of the rounds' on/off ratios, which one disturbed phase cannot move;
 // - the balance at a time on an account with 1,000,000 postings (seeded set-based), p50/p99 of the
 //   SQL query alone and of the signed HTTP request;
-// - a 1,000,000-line csv statement of that account, streamed over HTTP: its time and payorch's RSS.
+// - a 1,000,000-line csv statement of that account, streamed over HTTP: its time, payorch's RSS
+//   sampled every 100 ms, and V8's live heap after its last full collection (what a leak would
+//   grow; RSS also holds garbage not yet collected).
 // Figures compare within one run only.
 import { createHash, createHmac } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
@@ -16,11 +20,13 @@ import { seedWallets } from './seed.js';
 const HEAVY_USER = 9_000_001;
 const HEAVY_POSTINGS = 1_000_000;
 const BALANCE_AT_QUERIES = 2_000;
+/** Rounds of the history A/B, each one phase on and one off. */
+const AB_ROUNDS = 4;
 /** Stamps of the seeded postings, a millisecond apart, ending this long before the seed. */
 const SEED_END_BEFORE_MS = 3_600_000;
 
 /**
- * @typedef {{ url: string, pid: number, status(): { rssMb: number, peakRssMb: number }, stop(): Promise<void> }} Server
+ * @typedef {{ url: string, pid: number, status(): { rssMb: number, peakRssMb: number }, heap(): Promise<{ liveBytesAfterMarkCompact: number | null } | null>, stop(): Promise<void> }} Server
  * @typedef {{
  *   databaseUrl: string,
  *   configFile: string,
@@ -44,7 +50,14 @@ const round2 = (ms) => Math.round(ms * 100) / 100;
 export async function statementsSection(context) {
   const { log } = context;
   const historyAb = await historyOnOff(context);
-  log('history on / off P2P:', historyAb.onPerS.join(' / '), 'vs', historyAb.offPerS.join(' / '), '/s; ratio', historyAb.ratio);
+  log(
+    'history on / off P2P by round:',
+    historyAb.onPerS.map((on, i) => `${on}/${historyAb.offPerS[i]}`).join(', '),
+    '/s; ratios',
+    historyAb.ratios.join(', '),
+    '; median',
+    historyAb.ratio,
+  );
   const heavy = await seedHeavyAccount(context);
   const balanceAt = await balanceAtLatency(context, heavy);
   log(
@@ -59,7 +72,19 @@ export async function statementsSection(context) {
     'ms',
   );
   const csv = await csvStatement(context, heavy);
-  log('csv statement', csv.lines, 'lines in', csv.seconds, 's;', csv.megabytes, 'MB; payorch RSS', csv.rssMb);
+  log(
+    'csv statement',
+    csv.lines,
+    'lines in',
+    csv.seconds,
+    's;',
+    csv.megabytes,
+    'MB; payorch RSS',
+    csv.rssMb,
+    'MB; live heap after full collections',
+    csv.liveHeapMb,
+    'MB',
+  );
   return { historyAb, balanceAt, csv };
 }
 
@@ -73,12 +98,20 @@ async function historyOnOff(context) {
     const onPerS = [];
     /** @type {number[]} */
     const offPerS = [];
-    for (let round = 0; round < 2; round++) {
-      onPerS.push((await context.p2p(context.server.url, context.concurrency)).throughputPerS ?? Number.NaN);
-      offPerS.push((await context.p2p(offServer.url, context.concurrency)).throughputPerS ?? Number.NaN);
+    const phase = async (/** @type {string} */ url) => (await context.p2p(url, context.concurrency)).throughputPerS ?? Number.NaN;
+    for (let round = 0; round < AB_ROUNDS; round++) {
+      if (round % 2 === 0) {
+        onPerS.push(await phase(context.server.url));
+        offPerS.push(await phase(offServer.url));
+      } else {
+        offPerS.push(await phase(offServer.url));
+        onPerS.push(await phase(context.server.url));
+      }
     }
-    const mean = (/** @type {number[]} */ xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
-    return { concurrency: context.concurrency, onPerS, offPerS, ratio: Math.round((mean(onPerS) / mean(offPerS)) * 1000) / 1000 };
+    const ratios = onPerS.map((on, i) => Math.round((on / (offPerS[i] ?? Number.NaN)) * 1000) / 1000);
+    const sorted = [...ratios].sort((a, b) => a - b);
+    const median = ((sorted[(sorted.length - 1) >> 1] ?? Number.NaN) + (sorted[sorted.length >> 1] ?? Number.NaN)) / 2;
+    return { concurrency: context.concurrency, onPerS, offPerS, ratios, ratio: Math.round(median * 1000) / 1000 };
   } finally {
     await offServer.stop();
   }
@@ -165,6 +198,7 @@ async function csvStatement(context, heavy) {
   const from = heavy.first.toISOString();
   const to = new Date(heavy.last.getTime() + 1).toISOString();
   const path = `/accounts/${heavy.name}/statement?from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}&format=csv`;
+  const heapBefore = await context.server.heap();
   const rssBefore = context.server.status().rssMb;
   let rssMax = rssBefore;
   const sampler = setInterval(() => {
@@ -184,11 +218,15 @@ async function csvStatement(context, heavy) {
     clearInterval(sampler);
   }
   const seconds = Math.round((performance.now() - started) / 10) / 100;
+  const rssAfter = context.server.status().rssMb;
+  const heapAfter = await context.server.heap();
+  const mb = (/** @type {number | null | undefined} */ bytes) => (bytes == null ? null : Math.round(bytes / 1e5) / 10);
   return {
     lines,
     seconds,
     megabytes: Math.round(bytes / 1e5) / 10,
-    rssMb: { before: rssBefore, max: rssMax, after: context.server.status().rssMb },
+    rssMb: { before: rssBefore, max: rssMax, after: rssAfter },
+    liveHeapMb: { before: mb(heapBefore?.liveBytesAfterMarkCompact), after: mb(heapAfter?.liveBytesAfterMarkCompact) },
   };
 }
 

@@ -101,11 +101,14 @@ CREATE CONSTRAINT TRIGGER ledger_history_commit_check AFTER INSERT ON ledger_acc
   EXECUTE FUNCTION ledger_history_commit_check();
 
 -- The balance of an account at a time: its last balance_after stamped at or before p_at (0 before
--- its first posting). Meant for accounts with history.
+-- its first posting), one descent of the history's primary key. Meant for accounts with history.
+-- PL/pgSQL, not SQL: a SQL function with a subquery is not inlined, and PostgreSQL plans its body
+-- again at every call (~1 ms, four times the descent); PL/pgSQL keeps the plan for the session.
 CREATE OR REPLACE FUNCTION ledger_balance_at(p_account uuid, p_at timestamptz) RETURNS bigint
-LANGUAGE sql STABLE AS $$
-  SELECT coalesce((SELECT h.balance_after FROM ledger_account_history h
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN coalesce((SELECT h.balance_after FROM ledger_account_history h
                     WHERE h.account_id = p_account AND h.posted_at <= p_at
                     ORDER BY h.posted_at DESC, h.seq DESC
-                    LIMIT 1), 0)
-$$;
+                    LIMIT 1), 0);
+END $$;

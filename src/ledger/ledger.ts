@@ -1,4 +1,5 @@
 import type { Sql } from '../adapters/database.js';
+import { DatabaseError } from '../adapters/database-error.js';
 
 /**
  * The ledger keeps TigerBeetle's semantics: accounts hold four counters, transfers move an amount
@@ -10,6 +11,14 @@ import type { Sql } from '../adapters/database.js';
 
 /** Only THB exists for now; ledger numbers separate currencies as in TigerBeetle. */
 export const LEDGER_THB = 1;
+
+/**
+ * A COMMIT refused by balance history's stamp check (sql/ledger/13-history.sql, SQLSTATE LDG02):
+ * the transaction stalled for more than 2 s between its ledger write and its COMMIT, and rolled
+ * back whole. The COMMIT was answered, so nothing of it is stored, and the same work may run again
+ * at once with fresh stamps (docs/rules.md R58).
+ */
+export const isStampRefusal = (error: unknown): boolean => error instanceof DatabaseError && error.code === 'LDG02';
 
 export const AccountFlags = {
   none: 0,

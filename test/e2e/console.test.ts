@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { type Browser, chromium, type Page } from 'playwright-core';
@@ -42,6 +43,8 @@ let baseUrl: string;
 let browser: Browser;
 let psp: PspWorker;
 let outbox: OutboxWorker;
+/** When the wallet's first posting was made (ms): the statement test's range must hold it. */
+let fundedAt = 0;
 
 beforeAll(async () => {
   // A missing browser must fail the run, not skip it: CI would then prove nothing about the console.
@@ -67,6 +70,7 @@ beforeAll(async () => {
   await createUser(t, USER);
   await registerIpps(t, USER);
   await topUp(t, USER, 1_000_000);
+  fundedAt = Date.now();
   // launch() gives every run a fresh temporary profile (its own --user-data-dir), removed on close.
   browser = await chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: CHROMIUM_ARGS });
 });
@@ -76,6 +80,9 @@ afterAll(async () => {
   await t?.close();
 });
 afterEach(async () => expectLedgerInvariants(t.db));
+
+/** Satang as the console shows them. */
+const shownMoney = (satang: bigint) => `${(satang / 100n).toLocaleString('en-US')}.${String(satang % 100n).padStart(2, '0')} THB`;
 
 /** A page whose script errors, CSP refusals and failed requests are collected, and which has signed in with the token. */
 async function signedInPage(): Promise<{ page: Page; problems: string[]; urls: string[] }> {
@@ -174,6 +181,56 @@ describe('operator console in Chromium', () => {
       await page.close();
     }
   });
+
+  it("shows an account's statement with the balances the API answers at its bounds, and downloads it as csv", async () => {
+    // The form's instants have minute precision: the range ending now must hold the funding's posting.
+    const minute = 60_000;
+    if (Math.floor(Date.now() / minute) === Math.floor(fundedAt / minute)) await sleep(minute - (Date.now() % minute) + 200);
+    const { page, problems } = await signedInPage();
+    try {
+      await page.getByRole('link', { name: 'Accounts' }).click();
+      await page.getByLabel('Account name or ledger id').fill(WALLET);
+      await page.getByRole('button', { name: 'Look up' }).click();
+      const form = page.getByRole('form', { name: 'Statement' });
+      await form.getByRole('button', { name: 'Show' }).click();
+      const postings = page.getByRole('table', { name: 'Postings, oldest first' });
+      await postings.getByRole('row').filter({ hasText: 'QP_TOPUP' }).first().waitFor();
+
+      // The range as the page sent it: the inputs' local times (this machine's zone, the browser's) as instants.
+      const [from, to] = await Promise.all(
+        ['#statement-from', '#statement-to'].map(async (id) => new Date(await page.locator(id).inputValue()).toISOString()),
+      );
+      const at = async (instant: string | undefined) => {
+        const res = await t.call('GET', `/accounts/${WALLET}/balance?at=${encodeURIComponent(instant ?? '')}`);
+        expect(res.statusCode, res.body).toBe(200);
+        return BigInt(res.json().balance as string);
+      };
+      expect(await page.locator('#statement-opening').textContent()).toBe(shownMoney(await at(from)));
+      expect(await page.locator('#statement-closing').textContent()).toBe(shownMoney(await at(to)));
+      const json = await t.call(
+        'GET',
+        `/accounts/${WALLET}/statement?from=${encodeURIComponent(from ?? '')}&to=${encodeURIComponent(to ?? '')}`,
+      );
+      expect(json.statusCode, json.body).toBe(200);
+      const entries = json.json().entries as unknown[];
+      expect(entries.length).toBeGreaterThan(0);
+      // A header row and one per entry.
+      expect(await postings.getByRole('row').count()).toBe(entries.length + 1);
+
+      const downloading = page.waitForEvent('download');
+      await form.getByRole('button', { name: 'Download csv' }).click();
+      const download = await downloading;
+      expect(download.suggestedFilename()).toBe(`statement-${WALLET}.csv`);
+      const csv = readFileSync((await download.path()) ?? '', 'utf8');
+      const lines = csv.trimEnd().split('\r\n');
+      expect(lines[0]).toBe('at,intentId,refundId,operationType,direction,amount,feeAmount,balanceAfter');
+      expect(lines.length).toBe(entries.length + 1);
+      expect(lines.some((line) => line.includes(',QP_TOPUP,CREDIT,'))).toBe(true);
+      expect(problems).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  }, 120_000);
 
   it('on a server started without ADMIN_TOKEN, the sign-in form says so and how to set it', async () => {
     // A second server, started as `npm start` alone starts one: no ADMIN_TOKEN.

@@ -16,7 +16,7 @@ export const finalAfterMs = 5_000;
 /** The json format answers at most this many entries; more needs csv or camt053. */
 export const jsonEntriesMax = 10_000;
 /** Rows per keyset page of a streamed statement: one round trip each, memory bounded by it. */
-const streamPageRows = 5_000;
+const streamPageRows = 1_000;
 
 const OPERATION_BY_CODE = new Map<number, OperationType>(
   Object.entries(LEDGER_CODE_BY_OPERATION).map(([type, code]) => [code, type as OperationType]),
@@ -252,13 +252,13 @@ export async function statementJson(sql: Sql, range: StatementRange): Promise<St
 }
 
 /**
- * Every entry of the range, a keyset page at a time, as the consumer pulls: memory holds one page
- * whatever the range, and a writer turns each page into one chunk.
+ * Every entry of the range, a keyset page at a time, as the consumer pulls: memory holds two pages
+ * whatever the range, and a writer turns each page into one chunk. The next page is read while the
+ * consumer writes this one, so the database and the writer work side by side, not in turn.
  */
 export async function* statementPages(sql: Sql, range: StatementRange): AsyncGenerator<StatementEntry[]> {
-  let key = { at: range.from, seq: '0' };
-  for (;;) {
-    const { rows } = await sql.query<EntryRow>(ENTRIES_SQL, [
+  const page = (key: { at: string; seq: string }) => {
+    const read = sql.query<EntryRow>(ENTRIES_SQL, [
       range.account.ledgerAccountId,
       range.account.accountName,
       key.at,
@@ -266,10 +266,19 @@ export async function* statementPages(sql: Sql, range: StatementRange): AsyncGen
       key.seq,
       streamPageRows,
     ]);
-    if (rows.length > 0) yield rows.map(toEntry);
+    // A consumer that stops (the client went away) leaves the page read ahead unawaited: its
+    // failure then concerns no one, and must not end the process as an unhandled rejection.
+    read.catch(() => undefined);
+    return read;
+  };
+  let next = page({ at: range.from, seq: '0' });
+  for (;;) {
+    const { rows } = await next;
     const last = rows.at(-1);
-    if (last === undefined || rows.length < streamPageRows) return;
-    key = { at: last.at, seq: last.seq };
+    const more = last !== undefined && rows.length === streamPageRows;
+    if (more) next = page({ at: last.at, seq: last.seq });
+    if (rows.length > 0) yield rows.map(toEntry);
+    if (!more) return;
   }
 }
 

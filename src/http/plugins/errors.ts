@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, ERROR_STATUS, type ErrorBody } from '../../domain/errors.js';
 import { DATABASE_RETRY_AFTER_S, type DatabaseOutage, isDatabaseUnreachable } from '../../adapters/database-outage.js';
+import { isStampRefusal } from '../../ledger/ledger.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -56,6 +57,19 @@ export function registerErrorHandling(app: FastifyInstance, production: boolean,
       return reply
         .status(503)
         .send(new ApiError('SERVICE_UNAVAILABLE', 'database unavailable; retry with the same idempotency key').toBody());
+    }
+    if (isStampRefusal(error)) {
+      // Refused twice in a row (the group commit tried once more): the database stalls for seconds.
+      request.log.error({ err: error }, 'ledger commit refused: stamped more than 2 s before its COMMIT, twice');
+      void reply.header('retry-after', String(DATABASE_RETRY_AFTER_S));
+      return reply
+        .status(503)
+        .send(
+          new ApiError(
+            'SERVICE_UNAVAILABLE',
+            'the ledger is too slow to commit now; nothing was stored; retry with the same idempotency key',
+          ).toBody(),
+        );
     }
     request.log.error({ err: error }, 'request failed');
     return reply.status(500).send({ error: 'INTERNAL_ERROR', message: production ? 'Internal server error' : error.message });

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Database, Tx } from '../../../adapters/database.js';
+import { isStampRefusal } from '../../../ledger/ledger.js';
 
 /**
  * The transaction's work was done and its COMMIT sent, and then it failed (a connection cut right
@@ -18,7 +19,8 @@ export class CommitUnanswered extends Error {
 /**
  * `db.transaction`, whose failures once `work` has resolved are CommitUnanswered. The statements
  * `work` sent without waiting fail from then on too (a refusal of one of them aborts the whole):
- * they are rare, and the lookup after them answers at once.
+ * they are rare, and the lookup after them answers at once. A COMMIT that balance history's stamp
+ * check refused was answered, and rolled back: it is thrown as it is.
  */
 export async function committing<T>(db: Database, work: (tx: Tx) => Promise<T>): Promise<T> {
   let commitSent = false;
@@ -29,7 +31,7 @@ export async function committing<T>(db: Database, work: (tx: Tx) => Promise<T>):
       return result;
     });
   } catch (error) {
-    throw commitSent && !(error instanceof CommitUnanswered) ? new CommitUnanswered(error) : error;
+    throw commitSent && !(error instanceof CommitUnanswered) && !isStampRefusal(error) ? new CommitUnanswered(error) : error;
   }
 }
 

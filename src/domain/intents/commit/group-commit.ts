@@ -1,3 +1,4 @@
+import { isStampRefusal } from '../../../ledger/ledger.js';
 import { CommitUnanswered } from './commit-unanswered.js';
 
 /**
@@ -8,7 +9,9 @@ import { CommitUnanswered } from './commit-unanswered.js';
  *
  * A batch that fails as a whole is retried item by item, so one item that cannot commit (or a
  * deadlock between batches) answers only for itself. When the batch's COMMIT went unanswered, an
- * item whose retry fails too may be stored all the same, and says so (CommitUnanswered).
+ * item whose retry fails too may be stored all the same, and says so (CommitUnanswered). A batch
+ * whose COMMIT balance history's stamp check refused (it stalled between its ledger write and its
+ * COMMIT) stored nothing and says nothing against any item: a batch of one is tried once more too.
  */
 export interface GroupCommitOptions<Item> {
   readonly batchMax: number;
@@ -120,7 +123,7 @@ export class GroupCommit<Item, Outcome> {
         entry.resolve(outcomes[index]!);
       });
     } catch (error) {
-      if (batch.length === 1) {
+      if (batch.length === 1 && !isStampRefusal(error)) {
         batch[0]!.reject(error);
         return;
       }
