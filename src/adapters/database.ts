@@ -1,4 +1,7 @@
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import pg from 'pg';
+import { from as copyFromStdin } from 'pg-copy-streams';
 import { asDatabaseError } from './database-error.js';
 import { trace } from '@opentelemetry/api';
 import { openLeaseSession } from './lease-session.js';
@@ -29,6 +32,13 @@ export interface Database extends Sql {
   transaction<T>(work: (tx: Tx) => Promise<T>): Promise<T>;
   /** A contender for leader election (see LockSession: lease rows in either pool mode); the caller closes it. */
   openLockSession(): Promise<LockSession>;
+  /**
+   * Loads `rows` (COPY's text format: one row a line, columns separated by tabs, `\N` for null)
+   * into `table`'s `columns` with one COPY, in a transaction of its own; returns the rows loaded.
+   * A bulk load's fastest path on both engines: no statement per row, and no parameters to bind.
+   * `table` and `columns` are the code's own names, never input.
+   */
+  copyRows(table: string, columns: readonly string[], rows: string): Promise<number>;
   /** The connection pool's counts on PostgreSQL; absent on PGlite, which has one connection. */
   readonly poolStats?: () => PoolStats;
   close(): Promise<void>;
@@ -202,6 +212,22 @@ function openPostgres(connectionString: string, namedStatements: boolean): Engin
         client.release(lost);
       }
     },
+    async copyRows(table, columns, rows) {
+      const text = `COPY ${table} (${columns.join(', ')}) FROM STDIN`;
+      const client = await pool.connect();
+      let broken: unknown;
+      try {
+        const copy = client.query(copyFromStdin(text));
+        await pipeline(Readable.from([rows]), copy);
+        return copy.rowCount;
+      } catch (error) {
+        broken = error;
+        throw asDatabaseError(error, text);
+      } finally {
+        // A COPY that failed midway may leave the connection out of step: it is not reused.
+        client.release(broken === undefined ? undefined : true);
+      }
+    },
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     close: () => pool.end(),
   };
@@ -260,6 +286,14 @@ async function openPglite(dataDir: string | undefined): Promise<Engine> {
         if (!ended) await thread.call({ kind: 'end', tx, commit: false }).catch(() => {});
         // BEGIN and COMMIT are the only statements not sent through run().
         throw asDatabaseError(error, 'COMMIT');
+      }
+    },
+    async copyRows(table, columns, rows) {
+      const text = `COPY ${table} (${columns.join(', ')}) FROM '/dev/blob'`;
+      try {
+        return (await thread.call({ kind: 'copy', text, rows })).rowCount;
+      } catch (error) {
+        throw asDatabaseError(error, text);
       }
     },
     close: async () => {
