@@ -149,6 +149,9 @@ function openPostgres(connectionString: string, namedStatements: boolean): Engin
   });
   // An idle client that loses its server (restart, failover) must not crash the process.
   pool.on('error', () => {});
+  // COPY is a custom query, which pg refuses on a pipelined connection: bulk loads have a small
+  // pool of their own, opened on the first load.
+  let copyPool: pg.Pool | undefined;
   const run = async <Row>(client: pg.Pool | pg.PoolClient, text: string, params?: readonly unknown[]) => {
     const name = params === undefined || !namedStatements ? undefined : statementName(text);
     try {
@@ -214,7 +217,11 @@ function openPostgres(connectionString: string, namedStatements: boolean): Engin
     },
     async copyRows(table, columns, rows) {
       const text = `COPY ${table} (${columns.join(', ')}) FROM STDIN`;
-      const client = await pool.connect();
+      if (copyPool === undefined) {
+        copyPool = new pg.Pool({ connectionString, max: 2, connectionTimeoutMillis: connectTimeoutMs, keepAlive: true, types: pgTypes });
+        copyPool.on('error', () => {});
+      }
+      const client = await copyPool.connect();
       let broken: unknown;
       try {
         const copy = client.query(copyFromStdin(text));
@@ -229,7 +236,9 @@ function openPostgres(connectionString: string, namedStatements: boolean): Engin
       }
     },
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
-    close: () => pool.end(),
+    close: async () => {
+      await Promise.all([pool.end(), copyPool?.end()]);
+    },
   };
 }
 
