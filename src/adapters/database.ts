@@ -1,4 +1,7 @@
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import pg from 'pg';
+import { from as copyFromStdin } from 'pg-copy-streams';
 import { asDatabaseError } from './database-error.js';
 import { trace } from '@opentelemetry/api';
 import { openLeaseSession } from './lease-session.js';
@@ -29,6 +32,13 @@ export interface Database extends Sql {
   transaction<T>(work: (tx: Tx) => Promise<T>): Promise<T>;
   /** A contender for leader election (see LockSession: lease rows in either pool mode); the caller closes it. */
   openLockSession(): Promise<LockSession>;
+  /**
+   * Loads `rows` (COPY's text format: one row a line, columns separated by tabs, `\N` for null)
+   * into `table`'s `columns` with one COPY, in a transaction of its own; returns the rows loaded.
+   * A bulk load's fastest path on both engines: no statement per row, and no parameters to bind.
+   * `table` and `columns` are the code's own names, never input.
+   */
+  copyRows(table: string, columns: readonly string[], rows: string): Promise<number>;
   /** The connection pool's counts on PostgreSQL; absent on PGlite, which has one connection. */
   readonly poolStats?: () => PoolStats;
   close(): Promise<void>;
@@ -150,6 +160,9 @@ function openPostgres(connectionString: string, namedStatements: boolean): Engin
   });
   // An idle client that loses its server (restart, failover) must not crash the process.
   pool.on('error', () => {});
+  // COPY is a custom query, which pg refuses on a pipelined connection: bulk loads have a small
+  // pool of their own, opened on the first load.
+  let copyPool: pg.Pool | undefined;
   const run = async <Row>(client: pg.Pool | pg.PoolClient, text: string, params?: readonly unknown[]) => {
     const name = params === undefined || !namedStatements ? undefined : statementName(text);
     try {
@@ -213,8 +226,30 @@ function openPostgres(connectionString: string, namedStatements: boolean): Engin
         client.release(lost);
       }
     },
+    async copyRows(table, columns, rows) {
+      const text = `COPY ${table} (${columns.join(', ')}) FROM STDIN`;
+      if (copyPool === undefined) {
+        copyPool = new pg.Pool({ connectionString, max: 2, connectionTimeoutMillis: connectTimeoutMs, keepAlive: true, types: pgTypes });
+        copyPool.on('error', () => {});
+      }
+      const client = await copyPool.connect();
+      let broken: unknown;
+      try {
+        const copy = client.query(copyFromStdin(text));
+        await pipeline(Readable.from([rows]), copy);
+        return copy.rowCount;
+      } catch (error) {
+        broken = error;
+        throw asDatabaseError(error, text);
+      } finally {
+        // A COPY that failed midway may leave the connection out of step: it is not reused.
+        client.release(broken === undefined ? undefined : true);
+      }
+    },
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
-    close: () => pool.end(),
+    close: async () => {
+      await Promise.all([pool.end(), copyPool?.end()]);
+    },
   };
 }
 
@@ -271,6 +306,14 @@ async function openPglite(dataDir: string | undefined): Promise<Engine> {
         if (!ended) await thread.call({ kind: 'end', tx, commit: false }).catch(() => {});
         // BEGIN and COMMIT are the only statements not sent through run().
         throw asDatabaseError(error, 'COMMIT');
+      }
+    },
+    async copyRows(table, columns, rows) {
+      const text = `COPY ${table} (${columns.join(', ')}) FROM '/dev/blob'`;
+      try {
+        return (await thread.call({ kind: 'copy', text, rows })).rowCount;
+      } catch (error) {
+        throw asDatabaseError(error, text);
       }
     },
     close: async () => {

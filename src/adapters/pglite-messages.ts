@@ -17,6 +17,8 @@ export type PgliteRequest =
       readonly params: readonly unknown[] | undefined;
     }
   | { readonly id: number; readonly kind: 'exec'; readonly tx: TransactionId; readonly text: string }
+  /** `COPY … FROM '/dev/blob'` on its own, with `rows` as the blob PGlite reads it from. */
+  | { readonly id: number; readonly kind: 'copy'; readonly text: string; readonly rows: string }
   /** Opens transaction `tx` once the one before it has ended; its statements wait for it. */
   | { readonly id: number; readonly kind: 'begin'; readonly tx: number }
   /** COMMIT (or ROLLBACK) after every statement sent for `tx` before it. */

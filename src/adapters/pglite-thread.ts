@@ -76,6 +76,10 @@ async function answer(db: PGlite, request: PgliteRequest): Promise<{ rows: unkno
       if (request.tx === null) await db.exec(request.text);
       else await inTransaction(openTransaction(request.tx), (tx) => tx.exec(request.text));
       return null;
+    case 'copy': {
+      const result = await db.query(request.text, [], { blob: new Blob([request.rows]) });
+      return { rows: [], rowCount: result.affectedRows ?? 0 };
+    }
     case 'begin': {
       if (transactions.has(request.tx)) throw new Error(`transaction ${request.tx} is already open`);
       const open = begin(db);

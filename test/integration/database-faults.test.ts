@@ -63,6 +63,7 @@ function switchable(initial: Database): Switchable {
     exec: (text) => current.exec(text),
     transaction: (work) => current.transaction(work),
     openLockSession: () => current.openLockSession(),
+    copyRows: (table, columns, rows) => current.copyRows(table, columns, rows),
     close: () => current.close(),
     swap(next) {
       current = next;

@@ -1,11 +1,12 @@
 /**
  * Reads a PSPX daily statement (GET /v1/statements/{YYYYMMDD}) as a stream: a day of a busy
- * provider is a million lines, so the body is parsed as it arrives (@streamparser/json) and
- * handed on in batches, and memory stays flat whatever the day's size. Every field is checked
+ * provider is a million lines, so the body is split into lines as it arrives
+ * (statement-splitter.ts), each parsed and checked, and handed on in batches, and memory stays flat whatever the day's size. Every field is checked
  * against the contract here, at the edge: what leaves this file is integers (bigint) and known
  * words, never a provider's string taken on trust.
  */
-import { JSONParser } from '@streamparser/json';
+import { TextDecoder } from 'node:util';
+import { StatementSplitter, StatementTextError } from './statement-splitter.js';
 
 /** The client's Unknown (pspx-client.ts), spelt here so that the client may import this file and not the reverse. */
 type Unknown = { readonly kind: 'unknown'; readonly cause: 'timeout' | 'network' | 'http_5xx' | 'bad_response'; readonly detail: string };
@@ -42,13 +43,16 @@ export type StreamOutcome =
   | { readonly kind: 'invalid'; readonly reason: string }
   | Unknown;
 
-/** Lines handed to the sink at once: a round trip of the staging insert per batch. */
+/** Lines handed to the sink at once: one COPY of the staging table per batch. */
 export const STATEMENT_BATCH_SIZE_MAX = 5000;
 export const LINE_ID_LENGTH_MAX = 100;
 /** The ledger's amounts are bigint (signed 64-bit): a larger one cannot be any payout of ours. */
 const INT64_MAX = 9_223_372_036_854_775_807n;
 const POSITIVE_SATANG = /^[1-9][0-9]{0,18}$/;
 const SIGNED_SATANG = /^-?(?:0|[1-9][0-9]{0,18})$/;
+// A lineId is an identifier: a tab, a newline or a NUL in one is a provider's fault, not a name.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point.
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export const STATEMENT_DATE = /^[0-9]{8}$/;
 
@@ -75,8 +79,8 @@ export function parseStatementLine(raw: unknown, index: number): StatementLine {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return fail(`line ${index} is not an object`);
   const line = raw as Record<string, unknown>;
   const { lineId, intentId, type, amount, valueDate } = line;
-  if (typeof lineId !== 'string' || lineId.length === 0 || lineId.length > LINE_ID_LENGTH_MAX)
-    return fail(`line ${index}: lineId must be a string of 1 to ${LINE_ID_LENGTH_MAX} characters`);
+  if (typeof lineId !== 'string' || lineId.length === 0 || lineId.length > LINE_ID_LENGTH_MAX || CONTROL_CHARACTER.test(lineId))
+    return fail(`line ${index}: lineId must be a string of 1 to ${LINE_ID_LENGTH_MAX} characters, none of them a control character`);
   if (intentId !== null && intentId !== undefined && (typeof intentId !== 'string' || !UUID.test(intentId)))
     return fail(`line ${lineId}: intentId must be a UUID or null`);
   if (!STATEMENT_LINE_TYPES.includes(type as StatementLineType))
@@ -140,27 +144,20 @@ async function readBody(
   aborted: AbortSignal,
   what: string,
 ): Promise<StreamOutcome> {
-  const header: Record<string, unknown> = {};
   let batch: StatementLine[] = [];
-  let lineCount = 0;
-  let invalid: string | null = null;
-  // keepStack false: lines already handed on are not kept in the parent array.
-  const parser = new JSONParser({ paths: ['$.date', '$.openingBalance', '$.closingBalance', '$.lines.*'], keepStack: false });
-  parser.onValue = ({ value, key, parent, stack }) => {
-    if (invalid !== null) return;
+  const splitter = new StatementSplitter((text, index) => {
+    let value: unknown;
     try {
-      if (stack.length === 2 && Array.isArray(parent)) {
-        batch.push(parseStatementLine(value, lineCount));
-        lineCount += 1;
-      } else if (stack.length === 1 && typeof key === 'string') {
-        header[key] = value;
-      }
-    } catch (error) {
-      if (!(error instanceof InvalidStatement)) throw error;
-      invalid = error.message;
+      value = JSON.parse(text);
+    } catch {
+      throw new StatementTextError('the statement is not valid JSON');
     }
-  };
+    batch.push(parseStatementLine(value, index));
+  });
+  // A multi-byte character split between two pieces of the body is decoded whole.
+  const decoder = new TextDecoder('utf-8', { fatal: true });
   const reader = body.getReader();
+  let header: Record<string, unknown>;
   try {
     for (;;) {
       let chunk: Awaited<ReturnType<typeof reader.read>>;
@@ -171,29 +168,21 @@ async function readBody(
       }
       if (chunk.done) break;
       rearm();
-      try {
-        parser.write(chunk.value);
-      } catch {
-        return { kind: 'invalid', reason: 'the statement is not valid JSON' };
-      }
-      if (invalid !== null) return { kind: 'invalid', reason: invalid };
+      splitter.write(decodeUtf8(decoder, chunk.value));
       if (batch.length >= STATEMENT_BATCH_SIZE_MAX) {
         const full = batch;
         batch = [];
         await request.sink.lines(full);
       }
     }
-    if (!parser.isEnded) {
-      try {
-        parser.end();
-      } catch {
-        return { kind: 'invalid', reason: 'the statement is not valid JSON' };
-      }
-    }
+    splitter.write(decodeUtf8(decoder));
+    header = splitter.end();
+  } catch (error) {
+    if (error instanceof StatementTextError || error instanceof InvalidStatement) return { kind: 'invalid', reason: error.message };
+    throw error;
   } finally {
     reader.releaseLock();
   }
-  if (invalid !== null) return { kind: 'invalid', reason: invalid };
   if (batch.length > 0) await request.sink.lines(batch);
   try {
     if (header.date !== request.date) fail(`the statement is dated ${String(header.date)}, not ${request.date}`);
@@ -203,12 +192,22 @@ async function readBody(
         date: request.date,
         openingBalance: signedSatang(header.openingBalance, 'openingBalance'),
         closingBalance: signedSatang(header.closingBalance, 'closingBalance'),
-        lineCount,
+        lineCount: splitter.lines,
       },
     };
   } catch (error) {
     if (error instanceof InvalidStatement) return { kind: 'invalid', reason: error.message };
     throw error;
+  }
+}
+
+/** The next piece of text; without `piece`, the end of the body. */
+function decodeUtf8(decoder: TextDecoder, piece?: Uint8Array): string {
+  try {
+    return piece === undefined ? decoder.decode() : decoder.decode(piece, { stream: true });
+  } catch {
+    // The decoder's fatal mode: bytes that are not UTF-8.
+    throw new StatementTextError('the statement is not valid UTF-8');
   }
 }
 
