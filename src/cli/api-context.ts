@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { DEMO_CONFIG_FILE, ConfigError, readConfigFile, secretsOf } from '../config.js';
 import { createPayorchClient, type PayorchClient, PayorchConnectionError, type PayorchCredentials, PayorchError } from '@payorch/client';
 import { type CliIo, EXIT, type ExitCode, sleepOf, UsageError } from './cli-io.js';
@@ -20,6 +21,22 @@ export const PAYMENT_OPTIONS = {
   amount: { type: 'string' },
   currency: { type: 'string' },
 } as const;
+
+/**
+ * The command line of a signed call that stores something under an idempotency key (intents
+ * create, refunds create): COMMON_OPTIONS, `--metadata JSON` and `--key UUID`, and the command's
+ * own options; its complaints are usage errors (exit 2).
+ */
+const SIGNED_CALL_OPTIONS = { ...COMMON_OPTIONS, metadata: { type: 'string' }, key: { type: 'string' } } as const;
+
+type OptionsConfig = NonNullable<ParseArgsConfig['options']>;
+type SignedCallLine<Own extends OptionsConfig> = ReturnType<
+  typeof parseArgs<{ args: string[]; allowPositionals: true; options: typeof SIGNED_CALL_OPTIONS & Own }>
+>;
+
+export function parseSignedCall<const Own extends OptionsConfig>(args: string[], own: Own): SignedCallLine<Own> {
+  return parseCommandLine(() => parseArgs({ args, allowPositionals: true, options: { ...SIGNED_CALL_OPTIONS, ...own } }));
+}
 
 export interface CommonValues {
   readonly service?: string | undefined;

@@ -8,6 +8,7 @@ import {
   optionalIntegerArg,
   PAYMENT_OPTIONS,
   parseCommandLine,
+  parseSignedCall,
   requireUser,
   runRequests,
 } from './api-context.js';
@@ -71,24 +72,15 @@ export function printIntent(out: Output, intent: Intent): void {
 }
 
 async function create(args: string[], io: CliIo): Promise<ExitCode> {
-  const { values, positionals } = parseCommandLine(() =>
-    parseArgs({
-      args,
-      allowPositionals: true,
-      options: {
-        ...COMMON_OPTIONS,
-        ...PAYMENT_OPTIONS,
-        recipient: { type: 'string' },
-        'from-account': { type: 'string' },
-        'to-account': { type: 'string' },
-        'to-ledger-account': { type: 'string' },
-        'external-ref': { type: 'string' },
-        comment: { type: 'string' },
-        metadata: { type: 'string' },
-        key: { type: 'string' },
-      },
-    }),
-  );
+  const { values, positionals } = parseSignedCall(args, {
+    ...PAYMENT_OPTIONS,
+    recipient: { type: 'string' },
+    'from-account': { type: 'string' },
+    'to-account': { type: 'string' },
+    'to-ledger-account': { type: 'string' },
+    'external-ref': { type: 'string' },
+    comment: { type: 'string' },
+  });
   if (positionals.length > 1) throw new UsageError('intents create takes at most one BODY argument');
   const context = apiContext(values, io);
   const userId = requireUser(context, 'intents create');

@@ -6,6 +6,7 @@ import {
   jsonObjectArg,
   optionalIntegerArg,
   parseCommandLine,
+  parseSignedCall,
   requireUser,
   runRequests,
 } from './api-context.js';
@@ -42,20 +43,11 @@ function printRefund(out: Output, refund: Refund): void {
 }
 
 async function create(args: string[], io: CliIo): Promise<ExitCode> {
-  const { values, positionals } = parseCommandLine(() =>
-    parseArgs({
-      args,
-      allowPositionals: true,
-      options: {
-        ...COMMON_OPTIONS,
-        amount: { type: 'string' },
-        reason: { type: 'string' },
-        'refund-fees': { type: 'boolean' },
-        metadata: { type: 'string' },
-        key: { type: 'string' },
-      },
-    }),
-  );
+  const { values, positionals } = parseSignedCall(args, {
+    amount: { type: 'string' },
+    reason: { type: 'string' },
+    'refund-fees': { type: 'boolean' },
+  });
   const [intentId, ...extra] = positionals;
   if (intentId === undefined || extra.length > 0 || values.reason === undefined)
     throw new UsageError(

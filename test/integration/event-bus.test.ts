@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -111,6 +111,39 @@ describe.runIf(natsUrl !== undefined)('publishing the feed to NATS JetStream', (
     expect(await streamed()).toEqual(
       feed.events.map((e) => ({ subject: `${settings.subjectPrefix}.${e.serviceId}`, id: idOf(e), body: feedEventView(e, cursors()) })),
     );
+  });
+
+  it('publishes a refund as a `refund` event of its original, with its refundId, as GET /events shows it', async () => {
+    await pay(PAYERS[0] as number);
+    const feedBefore = await readFeed(t.db, { after: null, limit: 500 });
+    const original = feedBefore.events.at(-1)?.intentId as string;
+    const res = await t.call('POST', `/intents/${original}/refunds`, {
+      user: RECIPIENT,
+      body: { idempotencyKey: randomUUID(), amount: 40, reason: 'returned goods' },
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    const { refundId } = res.json() as { refundId: string };
+    const p = publisher(t.db);
+    await drain(p);
+    await p.standBy();
+    const refunds = (await streamed()).filter((m) => (m.body as { type?: unknown }).type === 'refund');
+    expect(refunds).toHaveLength(1);
+    const feed = await readFeed(t.db, { after: null, limit: 500 });
+    const event = feed.events.find((e) => feedEventView(e, cursors()).type === 'refund');
+    expect(event).toBeDefined();
+    expect(refunds[0]).toEqual({
+      subject: `${settings.subjectPrefix}.${event?.serviceId}`,
+      id: event === undefined ? undefined : idOf(event),
+      body: event === undefined ? undefined : feedEventView(event, cursors()),
+    });
+    expect(refunds[0]?.body).toMatchObject({
+      type: 'refund',
+      refundId,
+      intentId: original,
+      amount: '40',
+      statusFrom: null,
+      statusTo: 'SETTLED',
+    });
   });
 
   it('a publisher that dies after the acknowledgement and before storing its position: the next resumes behind the stream, a repeated batch is dropped by Nats-Msg-Id, each event is held once', async () => {

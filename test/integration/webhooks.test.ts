@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { AddressInfo } from 'node:net';
 import type { LightMyRequestResponse } from 'fastify';
@@ -12,7 +13,7 @@ import { createWebhookWorker, WEBHOOK_DEFAULTS, type WebhookWorker, type Webhook
 import { demoConfigFile, startTestApp, type TestApp } from '../support/app.js';
 import { feedCaughtUp } from '../support/feed.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
-import { createUser, intentBody, topUp } from '../support/payments.js';
+import { balance, createUser, intentBody, topUp } from '../support/payments.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../support/webhook-receiver.js';
 import { captureLogger } from '../support/workers.js';
 
@@ -285,6 +286,33 @@ describe('webhooks', () => {
       blockedEvents[0]?.cursor,
     ]);
     expect(rows).toEqual([{ actor: 'admin-token', action: 'redeliver' }]);
+  });
+
+  it("deliver a refund as a `refund` event of its original, after the original's own events", async () => {
+    const payer = await fundedPayer();
+    const recipient = await fundedPayer();
+    const original = await pay(payer, recipient, 5000);
+    const paid = await balance(t, `user.${payer}.THB`);
+    const res = await t.call('POST', `/intents/${original}/refunds`, {
+      user: recipient,
+      body: { idempotencyKey: randomUUID(), amount: 1200, reason: 'returned goods' },
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    const { refundId } = res.json() as { refundId: string };
+    const expected = byIntent(await deliverAll()).get(original) ?? [];
+    const got = receiver.eventsOf(original);
+    expect(got).toEqual(expected);
+    expect(got.slice(0, -1).every((event) => event.type === 'intent')).toBe(true);
+    expect(got.at(-1)).toMatchObject({
+      type: 'refund',
+      refundId,
+      intentId: original,
+      operationType: 'P2P_TRANSFER',
+      amount: '1200',
+      statusFrom: null,
+      statusTo: 'SETTLED',
+    });
+    expect(await balance(t, `user.${payer}.THB`)).toBe(paid + 1200n);
   });
 
   it('refuse hostile webhook URLs and admin input with documented 4xx answers, changing nothing', async () => {

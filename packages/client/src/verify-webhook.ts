@@ -12,9 +12,13 @@ export interface WebhookRequest {
   readonly body: string | Uint8Array;
 }
 
-/** One status change of one of the service's intents: the object GET /events lists. */
+/** One status change of one of the service's intents, or a refund of one: the object GET /events lists. */
 export interface WebhookEvent {
   readonly cursor: string;
+  /** intent: a status change of the intent; refund: a refund of it (statusFrom null, statusTo the refund's status). */
+  readonly type: 'intent' | 'refund';
+  /** The refund, on a `refund` event only. */
+  readonly refundId?: string;
   readonly intentId: string;
   readonly operationType: string;
   readonly statusFrom: string | null;

@@ -1,11 +1,12 @@
 import { type Database, plannedEachCall, type Tx } from '../../adapters/database.js';
-import type { Ledger, TransferInput } from '../../ledger/ledger.js';
+import type { CreateTransferResult, Ledger, TransferInput } from '../../ledger/ledger.js';
 import { assertNever } from '../errors.js';
 import type { Intent } from '../intents/store/intent-store.js';
 import { committing } from '../intents/commit/commit-unanswered.js';
 import { GroupCommit } from '../intents/commit/group-commit.js';
+import { BetLost, type LedgerCall, LedgerCallChoice } from '../intents/commit/ledger-call.js';
 import { ledgerResultsPerIntent, moneyOutcomeOf, SETTLEMENT_REFUSAL, voidRefusedChains } from '../intents/money/apply-transfers.js';
-import { refundTransfers, refundVoid } from './refund-money.js';
+import { refundTransferIdsBySplit, refundTransfers, refundVoid } from './refund-money.js';
 import type { Refund } from './refund-store.js';
 
 /**
@@ -13,10 +14,17 @@ import type { Refund } from './refund-store.js';
  * intents: the refunds that arrive while a batch commits go together in the next one, so refunds
  * under load cost a transaction per batch, not per refund, and never queue behind payments. Per
  * batch: BEGIN, refund_open_batch (sql/refunds: the remainder check under each original's row
- * lock, and the refunds stored), one ledger call with every opened refund's transfers (each its own
- * reservation and linked chain, so one refusal leaves the others alone), the voids of refused
- * chains and the FAILED marks when there are any, one statement with the transfer ids, history
- * rows and feed events, COMMIT. The check and the money commit together or not at all.
+ * lock, and the refunds stored with their transfer ids), one ledger call with every opened
+ * refund's transfers (each its own reservation and linked chain, so one refusal leaves the others
+ * alone), the voids of refused chains and the FAILED marks when there are any, one statement with
+ * the history rows and feed events, COMMIT. The check and the money commit together or not at all.
+ *
+ * The ledger call leaves right behind refund_open_batch, in the same round trip, on the bet that
+ * every refund opens as the request predicts it (its amount given, its fee shares the floors or,
+ * for a full refund, the whole splits): the intents' bet (LedgerCallChoice), made per batch. A
+ * refund that opens otherwise (a replayed key, more than remains, all that remains, a share that
+ * the floors of earlier refunds changed) loses it: the transaction is rolled back, its ledger call
+ * with it, and the batch runs again with the call sent after the answer.
  */
 export interface RefundCommit {
   readonly refundId: string;
@@ -52,11 +60,20 @@ export class RefundCommitter {
   private readonly group: GroupCommit<RefundCommit, RefundOutcome>;
 
   constructor(db: Database, ledger: Ledger, pendingTimeoutS: number, observeBatch: (size: number) => void = () => {}) {
+    const choice = new LedgerCallChoice('with-open');
+    const commitAs = (batch: readonly RefundCommit[], call: LedgerCall) =>
+      committing(db, (tx) => commitRefundBatch(tx, ledger, batch, pendingTimeoutS, call));
     this.group = new GroupCommit(
       async (batch: readonly RefundCommit[]) => {
-        const outcomes = await committing(db, (tx) => commitRefundBatch(tx, ledger, batch, pendingTimeoutS));
+        const call = batch.every((item) => predictedOpening(item) !== null) ? choice.next() : 'after-open';
+        const committed = await commitAs(batch, call).catch((error: unknown) => {
+          if (!(error instanceof BetLost)) throw error;
+          return commitAs(batch, 'after-open');
+        });
+        // A batch that could not bet tells nothing of whether the next one would win.
+        if (committed.asPredicted !== null) choice.record({ everyOpened: committed.asPredicted, everyApplied: committed.asPredicted });
         observeBatch(batch.length);
-        return outcomes;
+        return committed.outcomes;
       },
       {
         batchMax: BATCH_MAX,
@@ -76,36 +93,94 @@ export class RefundCommitter {
 
 type Opened = { duplicate: true } | { exceeds: string } | { amount: string; shares: string[]; createdAt: string };
 
+interface Opening {
+  readonly amount: bigint;
+  readonly shares: readonly bigint[];
+}
+
+/**
+ * How a refund opens if nothing else refunded its original meanwhile in a way that changes it:
+ * its amount as asked, each fee share the floor of its proportion, or the whole split for a refund
+ * of everything at once (refund_open_batch's rule). null: it cannot be told before the database
+ * answers (all that remains).
+ */
+export function predictedOpening(item: RefundCommit): Opening | null {
+  const { amount, refundable } = item;
+  if (amount === null) return null;
+  const splits = item.original.feeSplits.map((split) => BigInt(split.amount));
+  if (!item.refundFees) return { amount, shares: splits.map(() => 0n) };
+  return { amount, shares: splits.map((split) => (amount === refundable ? split : (split * amount) / refundable)) };
+}
+
+const sameOpening = (opened: Opened, predicted: Opening): boolean =>
+  'amount' in opened &&
+  BigInt(opened.amount) === predicted.amount &&
+  opened.shares.length === predicted.shares.length &&
+  opened.shares.every((share, index) => BigInt(share) === predicted.shares[index]);
+
+export interface RefundBatchCommitted {
+  readonly outcomes: RefundOutcome[];
+  /** Whether every refund opened as predicted (the bet stood or would have); null: some could not be predicted. */
+  readonly asPredicted: boolean | null;
+}
+
+/**
+ * Throws to roll the whole batch back: BetLost, and RefundCommitter runs it again 'after-open';
+ * anything else, and GroupCommit commits its refunds one by one.
+ */
 export async function commitRefundBatch(
   tx: Tx,
   ledger: Ledger,
   batch: readonly RefundCommit[],
   pendingTimeoutS: number,
-): Promise<RefundOutcome[]> {
-  const opened = await openBatch(tx, batch);
+  ledgerCall: LedgerCall = 'after-open',
+): Promise<RefundBatchCommitted> {
+  const predicted = batch.map(predictedOpening);
+  const opening = openBatch(tx, batch);
+  const transfersOf = (index: number, { amount, shares }: Opening) =>
+    refundTransfers(batch[index]!.refundId, batch[index]!.original, amount, shares, pendingTimeoutS);
+  let early: Promise<Map<number, CreateTransferResult[]>> | null = null;
+  if (ledgerCall !== 'after-open') {
+    const transfers = predicted.map((p, index) => {
+      if (p === null) throw new Error('a refund bet needs every opening predicted');
+      return transfersOf(index, p);
+    });
+    early = ledgerResultsPerIntent(tx, ledger, transfers);
+    // Handled here, so that a failure while the opening is awaited is not unhandled; it is
+    // thrown where the results are awaited, below.
+    early.catch(() => {});
+  }
+  const opened = await opening;
+  const everyPredictable = predicted.every((p) => p !== null);
+  const asPredicted = everyPredictable ? opened.every((o, index) => sameOpening(o, predicted[index]!)) : null;
+  if (early !== null && asPredicted !== true) {
+    await early.catch(() => {});
+    throw new BetLost();
+  }
   const moving: Array<{ index: number; amount: bigint; feeAmount: bigint; transfers: TransferInput[]; createdAt: Date }> = [];
   const outcomes: Array<RefundOutcome | null> = opened.map((o, index) => {
     if ('duplicate' in o) return { kind: 'duplicate' };
     if ('exceeds' in o) return { kind: 'exceeds', remaining: BigInt(o.exceeds) };
-    const item = batch[index]!;
     const amount = BigInt(o.amount);
     const shares = o.shares.map((share) => BigInt(share));
     moving.push({
       index,
       amount,
       feeAmount: shares.reduce((sum, share) => sum + share, 0n),
-      transfers: refundTransfers(item.refundId, item.original, amount, shares, pendingTimeoutS),
+      transfers: transfersOf(index, { amount, shares }),
       createdAt: new Date(o.createdAt),
     });
     return null;
   });
-  const resultsOf = await ledgerResultsPerIntent(
-    tx,
-    ledger,
-    moving.map((m) => m.transfers),
-  );
+  // With the bet every refund opened, and moving lists them all in batch order, as the early call did.
+  const resultsOf = await (early ??
+    ledgerResultsPerIntent(
+      tx,
+      ledger,
+      moving.map((m) => m.transfers),
+    ));
   const voids: TransferInput[] = [];
-  const failed: Array<{ id: string; failure_reason: string }> = [];
+  const failed: Array<{ id: string; failure_reason: string; transfer_ids: string[] }> = [];
   const closing: ClosingRow[] = [];
   moving.forEach((m, at) => {
     const item = batch[m.index]!;
@@ -132,8 +207,8 @@ export async function commitRefundBatch(
       default:
         assertNever(money);
     }
-    if (refusal !== null) failed.push({ id: item.refundId, failure_reason: refusal });
-    closing.push({ item, amount: m.amount, feeAmount: m.feeAmount, transferIds, settled: refusal === null });
+    if (refusal !== null) failed.push({ id: item.refundId, failure_reason: refusal, transfer_ids: transferIds });
+    closing.push({ item, amount: m.amount, feeAmount: m.feeAmount, settled: refusal === null });
     const updatedAt = refusal === null ? m.createdAt : new Date();
     outcomes[m.index] = {
       kind: 'stored',
@@ -160,7 +235,7 @@ export async function commitRefundBatch(
   await voidRefusedChains(tx, ledger, voids);
   if (failed.length > 0) tx.send('SELECT refund_fail_batch($1::jsonb)', [JSON.stringify(failed)]);
   closeBatch(tx, closing);
-  return outcomes.map((o) => o!);
+  return { outcomes: outcomes.map((o) => o!), asPredicted };
 }
 
 async function openBatch(tx: Tx, batch: readonly RefundCommit[]): Promise<Opened[]> {
@@ -178,6 +253,7 @@ async function openBatch(tx: Tx, batch: readonly RefundCommit[]): Promise<Opened
     reason: item.reason,
     user_id: item.actor,
     metadata: item.metadata,
+    transfer_ids: refundTransferIdsBySplit(item.refundId, item.original.feeSplits.length),
   }));
   const { rows } = await tx.query<{ opened: Opened[] }>('SELECT refund_open_batch($1::jsonb) AS opened', [JSON.stringify(items)]);
   const opened = rows[0]?.opened ?? [];
@@ -189,22 +265,18 @@ interface ClosingRow {
   readonly item: RefundCommit;
   readonly amount: bigint;
   readonly feeAmount: bigint;
-  readonly transferIds: readonly string[];
   readonly settled: boolean;
 }
 
 /**
- * Every stored refund's transfer ids and its event in the feed (docs/rules.md R57: `type: refund`,
+ * Every stored refund's event in the feed (docs/rules.md R57: `type: refund`,
  * read by GET /events, the webhooks and the bus), and the history rows of the settled ones (the
  * original's intent id and operation type, the refund's id): the to-account debited, the
- * from-account credited with the fees returned. Sent, not awaited: the COMMIT follows it. The
- * refunds are updated by key (the ids as an array): planned with `items` as a join alone, the 100
- * rows PostgreSQL assumes of jsonb_to_recordset read the whole refunds table up to tens of
- * thousands of rows (docs/design.md#hot-stable-plans).
+ * from-account credited with the fees returned. Sent, not awaited: the COMMIT follows it.
  */
 function closeBatch(tx: Tx, closing: readonly ClosingRow[]): void {
   if (closing.length === 0) return;
-  const items = closing.map(({ item, amount, feeAmount, transferIds, settled }) => ({
+  const items = closing.map(({ item, amount, feeAmount, settled }) => ({
     id: item.refundId,
     service_id: item.serviceId,
     status: settled ? 'SETTLED' : 'FAILED',
@@ -212,7 +284,6 @@ function closeBatch(tx: Tx, closing: readonly ClosingRow[]): void {
     intent_id: item.original.id,
     operation_type: item.original.operationType,
     currency: item.original.currency,
-    transfers: transferIds,
     history: settled
       ? [
           {
@@ -236,10 +307,7 @@ function closeBatch(tx: Tx, closing: readonly ClosingRow[]): void {
     plannedEachCall(`WITH items AS (
        SELECT * FROM jsonb_to_recordset($1::jsonb)
          AS x (id uuid, service_id text, status text, amount bigint, intent_id uuid, operation_type text, currency text,
-               transfers jsonb, history jsonb)
-     ), linked AS (
-       UPDATE refunds r SET transfer_ids = ARRAY(SELECT jsonb_array_elements_text(x.transfers)::uuid)
-         FROM items x WHERE r.id = x.id AND r.id = ANY (ARRAY(SELECT id FROM items))
+               history jsonb)
      ), feed AS (
        INSERT INTO event_feed (xact, seq, event_id, intent_id, refund_id, service_id, operation_type, status_from, status_to, amount,
                                currency, occurred_at)

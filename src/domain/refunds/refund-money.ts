@@ -27,8 +27,9 @@ export function refundTransfers(
   // The original's intent id, as its own transfers carry it: the balance history names the intent
   // of every posting, and a refund's postings are the original's (docs/rules.md R57, R58).
   const userData128 = original.id;
+  const ids = refundLegIds(refundId, original.feeSplits.length);
   const reserve: TransferInput = {
-    id: transferId(refundId, 'reserve'),
+    id: ids.reserve,
     debitAccountId: ledgerAccountId(original.toAccountName),
     creditAccountId: transit,
     amount,
@@ -46,7 +47,7 @@ export function refundTransfers(
     const split = original.feeSplits[index];
     if (share === 0n || split === undefined) return;
     feeLegs.push({
-      id: transferId(refundId, `fee/${index}`),
+      id: ids.fees[index]!,
       debitAccountId: ledgerAccountId(split.account),
       creditAccountId: transit,
       amount: share,
@@ -59,7 +60,7 @@ export function refundTransfers(
   const returned = feeLegs.reduce((sum, leg) => sum + (leg.amount ?? 0n), 0n);
   const chain: TransferInput[] = [
     {
-      id: transferId(refundId, 'post'),
+      id: ids.post,
       pendingId: reserve.id,
       userData128,
       ledger: LEDGER_THB,
@@ -68,7 +69,7 @@ export function refundTransfers(
     },
     ...feeLegs,
     {
-      id: transferId(refundId, 'credit'),
+      id: ids.credit,
       debitAccountId: transit,
       creditAccountId: from,
       amount: amount + returned,
@@ -79,6 +80,25 @@ export function refundTransfers(
     },
   ];
   return [reserve, ...chain.map((leg, index) => (index < chain.length - 1 ? { ...leg, flags: leg.flags | TransferFlags.linked } : leg))];
+}
+
+/** The ids of a refund's transfers, fee legs for every split of the original whether its share is 0 or not. */
+function refundLegIds(refundId: string, splits: number) {
+  return {
+    reserve: transferId(refundId, 'reserve'),
+    post: transferId(refundId, 'post'),
+    fees: Array.from({ length: splits }, (_, index) => transferId(refundId, `fee/${index}`)),
+    credit: transferId(refundId, 'credit'),
+  };
+}
+
+/**
+ * What refund_open_batch stores as a refund's transfer ids (sql/refunds): reserve, post, one per
+ * fee split, credit, in refundTransfers' order; it leaves out the fee legs of the shares that are 0.
+ */
+export function refundTransferIdsBySplit(refundId: string, splits: number): string[] {
+  const ids = refundLegIds(refundId, splits);
+  return [ids.reserve, ids.post, ...ids.fees, ids.credit];
 }
 
 /** Release a refund's reservation when its chain was refused. */
