@@ -15,6 +15,7 @@ import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 
 const run = promisify(execFile);
 const rulesFile = fileURLToPath(new URL('../../deploy/prometheus/alerts.yaml', import.meta.url));
+const configFile = fileURLToPath(new URL('../../deploy/prometheus/prometheus.yaml', import.meta.url));
 const PROMTOOL = process.env.PROMTOOL ?? 'promtool';
 
 interface Rule {
@@ -105,6 +106,16 @@ const CASES: readonly Case[] = [
 ];
 
 describe('alert rules under promtool', () => {
+  it('the shipped Prometheus config passes `promtool check config` beside its rules and a token file', async () => {
+    // As an operator checks it: the config, its rules and the token file in one directory.
+    const configDir = await mkdtemp(join(dir, 'config-'));
+    await writeFile(join(configDir, 'prometheus.yaml'), await readFile(configFile, 'utf8'));
+    await writeFile(join(configDir, 'alerts.yaml'), await readFile(rulesFile, 'utf8'));
+    await writeFile(join(configDir, 'metrics-token'), 'a-metrics-token-of-at-least-32-bytes');
+    const { stdout } = await run(PROMTOOL, ['check', 'config', join(configDir, 'prometheus.yaml')]);
+    expect(stdout).toMatch(/SUCCESS: 1 rule files found/);
+    expect(stdout).toMatch(/SUCCESS: \d+ rules found/);
+  });
   it('pass `promtool check rules`', async () => {
     const { stdout } = await run(PROMTOOL, ['check', 'rules', rulesFile]);
     expect(stdout).toMatch(/SUCCESS: \d+ rules found/);
