@@ -45,6 +45,11 @@ export interface OutboxWorkerSettings {
   readonly lockName: string;
 }
 
+/** Outbox jobs carried out at once, each on its own connection of the process's pool (20). */
+const JOBS_IN_FLIGHT = 8;
+/** How long one run may go on taking full batches. */
+const DRAIN_MS_MAX = 2_000;
+
 export const OUTBOX_DEFAULTS = {
   batchSizeMax: 50,
   attemptsMax: 10,
@@ -156,22 +161,45 @@ class Election {
 
 async function runAsLeader(deps: OutboxWorkerDeps): Promise<OutboxRun> {
   const expired = await expireReservations(deps);
+  let jobsDone = 0;
+  let jobsFailed = 0;
+  // A full batch means more are due: the next is taken at once rather than a tick later, for a
+  // bounded time so that the run ends and the loop goes on (a backlog after a restart drains
+  // at the rate jobs run, not at one batch a tick).
+  const started = performance.now();
+  for (;;) {
+    const { done, failed, taken } = await runDueJobs(deps);
+    jobsDone += done;
+    jobsFailed += failed;
+    if (taken < deps.settings.batchSizeMax || performance.now() - started > DRAIN_MS_MAX) break;
+  }
+  return { leader: true, jobsDone, jobsFailed, expired };
+}
+
+/** One batch of due jobs, carried out side by side. */
+async function runDueJobs(deps: OutboxWorkerDeps): Promise<{ done: number; failed: number; taken: number }> {
   const { rows } = await deps.db.query<{ id: bigint; intent_id: string }>(
     'SELECT id, intent_id FROM outbox WHERE done_at IS NULL AND run_at <= now() ORDER BY run_at, id LIMIT $1',
     [deps.settings.batchSizeMax],
   );
   let jobsDone = 0;
   let jobsFailed = 0;
-  // One job after the other: each is a short transaction, and one at a time keeps the ledger's
-  // lock order trivial.
-  for (const job of rows) {
-    const result = await inSpan('outbox job', { [INTENT_ID_ATTRIBUTE]: job.intent_id, 'payorch.outbox.job_id': String(job.id) }, () =>
-      withIntentIds([job.intent_id], () => runJob(deps, job.id, job.intent_id)),
-    );
-    if (result === 'done') jobsDone += 1;
-    if (result === 'failed') jobsFailed += 1;
-  }
-  return { leader: true, jobsDone, jobsFailed, expired };
+  // Jobs run side by side, each its own short transaction. A job locks its intent, then its
+  // accounts in the ledger's id order, so two jobs never wait for each other in a circle. One job
+  // at a time (a commit each) held a workers process at about 24 settled payouts a second.
+  const queue = [...rows];
+  const lane = async () => {
+    for (let job = queue.shift(); job !== undefined; job = queue.shift()) {
+      const { id, intent_id: intentId } = job;
+      const result = await inSpan('outbox job', { [INTENT_ID_ATTRIBUTE]: intentId, 'payorch.outbox.job_id': String(id) }, () =>
+        withIntentIds([intentId], () => runJob(deps, id, intentId)),
+      );
+      if (result === 'done') jobsDone += 1;
+      if (result === 'failed') jobsFailed += 1;
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(JOBS_IN_FLIGHT, rows.length) }, lane));
+  return { done: jobsDone, failed: jobsFailed, taken: rows.length };
 }
 
 async function expireReservations(deps: OutboxWorkerDeps): Promise<number> {
