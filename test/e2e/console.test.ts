@@ -280,7 +280,11 @@ describe('operator console in Chromium', () => {
       settings: { ...WEBHOOK_DEFAULTS, retryBaseMs: 10, retryWindowMs: 1 },
     });
     const deadCursors = async () =>
-      (await t.db.query<{ feed_cursor: string }>('SELECT feed_cursor FROM webhook_deliveries WHERE dead_at IS NOT NULL')).rows;
+      (
+        await t.db.query<{ feed_cursor: string; body: string }>(
+          'SELECT feed_cursor, body FROM webhook_deliveries WHERE dead_at IS NOT NULL',
+        )
+      ).rows;
     for (let run = 0; run < 50 && (await deadCursors()).length === 0; run++) await webhooks.runOnce();
     const [dead] = await deadCursors();
     if (dead === undefined) throw new Error('no webhook delivery died');
@@ -288,7 +292,9 @@ describe('operator console in Chromium', () => {
     const { page, problems } = await signedInPage();
     try {
       await page.getByRole('link', { name: 'Dead webhooks' }).click();
-      const row = page.locator(`tr[data-cursor="${dead.feed_cursor}"]`);
+      // The console names a delivery by the sealed cursor its webhook carried (docs/rules.md R63).
+      const { cursor } = JSON.parse(dead.body) as { cursor: string };
+      const row = page.locator(`tr[data-cursor="${cursor}"]`);
       await row.filter({ hasText: 'network_error' }).waitFor();
       await row.getByRole('button', { name: 'Redeliver' }).click();
       await row.getByRole('status').filter({ hasText: 'Redelivery scheduled' }).waitFor();

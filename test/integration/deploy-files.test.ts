@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, posix } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
@@ -183,7 +183,10 @@ describe('Prometheus files deploy/prometheus/', () => {
     expect(targets.sort()).toEqual(['api:3000', 'workers:3000']);
     for (const target of targets) expect(compose.services[target.split(':')[0] ?? '']?.environment?.PORT).toBe('3000');
     const mounts = compose.services.prometheus?.volumes ?? [];
-    expect(mounts).toContain(`./deploy/prometheus/alerts.yaml:${prometheus.rule_files[0]}:ro`);
+    // Prometheus reads rule_files relative to its config file's directory where compose mounts it.
+    const configMount = mounts.find((mount) => mount.startsWith('./deploy/prometheus/prometheus.yaml:'))?.split(':')[1] ?? '';
+    const rulesPath = posix.resolve(posix.dirname(configMount), prometheus.rule_files[0] ?? '');
+    expect(mounts).toContain(`./deploy/prometheus/alerts.yaml:${rulesPath}:ro`);
   });
 });
 
