@@ -4,6 +4,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, openDatabase } from '../../src/adapters/database.js';
+import { CursorSeal, EVENT_BUS_SCOPE } from '../../src/domain/events/cursor-seal.js';
 import { readFeed } from '../../src/domain/events/feed.js';
 import { createTestSchema, type TestSchema, testPoolMode } from '../support/database.js';
 import { feedCaughtUp } from '../support/feed.js';
@@ -162,7 +163,9 @@ describe.runIf(pgUrl !== undefined)('the feed across two processes and a SIGKILL
           for (let seq = 1; seq <= feed.events.length; seq += 1) {
             ids.push((await jsm.streams.getMessage(stream.name, { seq }))?.header.get('Nats-Msg-Id') ?? '');
           }
-          expect(ids).toEqual(feed.events.map((e) => e.cursor));
+          // Message ids are the sealed positions (docs/rules.md R63), sealed with the processes' key.
+          const seal = new CursorSeal('feed-processes-qr-secret');
+          expect(ids).toEqual(feed.events.map((e) => seal.seal(EVENT_BUS_SCOPE, e.position)));
         } finally {
           await nc.close();
         }
