@@ -17,6 +17,7 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { DEMO_CONFIG_FILE, readConfigFile, secretsOf } from '../dist/config.js';
 import { signedHeaders } from '../dist/domain/auth/signing.js';
+import { recreateBenchDatabase } from './fresh-database.js';
 
 const here = fileURLToPath(new URL('..', import.meta.url));
 const PG_ADMIN_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -99,7 +100,7 @@ export async function payoutsSection({ payouts, latencyMs, baselineRoot, baselin
  * @returns {Promise<PayoutsRun>}
  */
 async function oneRun(children, root, payouts, pspxUrl, log) {
-  const databaseUrl = await recreateDatabase();
+  const databaseUrl = await recreateBenchDatabase(PG_ADMIN_URL, DB_NAME);
   const common = { DATABASE_URL: databaseUrl, PSPX_URL: pspxUrl, QR_SIGNING_SECRET: 'bench-payouts-qr', REDIS_URL: '', LOG_LEVEL: 'info' };
   const serve = [join(root, 'bin/payorch.js'), 'serve'];
   const api = await startProcess(
@@ -215,17 +216,6 @@ async function call(url, method, path, user, body, expected) {
   const response = await fetch(`${url}${path}`, { method, headers, body: raw });
   if (!expected.includes(response.status)) throw new Error(`${method} ${path}: ${response.status} ${await response.text()}`);
   return response.json();
-}
-
-async function recreateDatabase() {
-  const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${DB_NAME} WITH (FORCE)`);
-  await admin.query(`CREATE DATABASE ${DB_NAME}`);
-  await admin.end();
-  const url = new URL(PG_ADMIN_URL);
-  url.pathname = `/${DB_NAME}`;
-  return url.toString();
 }
 
 /** @returns {Promise<number>} */

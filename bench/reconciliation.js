@@ -11,7 +11,7 @@ import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import pg from 'pg';
+import { recreateBenchDatabase } from './fresh-database.js';
 
 const DATE = '20250110';
 const PG_ADMIN_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -48,14 +48,7 @@ const amountOf = (/** @type {number} */ n) => 1000 + (n % 997);
  * @returns {Promise<ReconciliationBenchResult>}
  */
 export async function benchReconciliation({ lines, log = console.error }) {
-  const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${DB_NAME} WITH (FORCE)`);
-  await admin.query(`CREATE DATABASE ${DB_NAME}`);
-  await admin.end();
-  const url = new URL(PG_ADMIN_URL);
-  url.pathname = `/${DB_NAME}`;
-  const databaseUrl = url.toString();
+  const databaseUrl = await recreateBenchDatabase(PG_ADMIN_URL, DB_NAME);
 
   const stub = spawn(process.execPath, [fileURLToPath(import.meta.url), '--serve', '--lines', String(lines)], {
     stdio: ['ignore', 'pipe', 'inherit'],
