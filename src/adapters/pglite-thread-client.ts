@@ -68,6 +68,8 @@ export class PgliteThread {
       });
     });
     if (!ready.ready) {
+      // The thread exits on its own; whatever it still reports on the way is already answered.
+      worker.on('error', () => {});
       await worker.terminate();
       throw errorOf(ready.failure);
     }

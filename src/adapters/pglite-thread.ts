@@ -116,8 +116,10 @@ try {
     parsers: { [INT8_OID]: (value: string) => BigInt(value) },
   });
 } catch (error) {
+  // The failure goes back as the answer; thrown as well, it would reach the parent as a second,
+  // unheard 'error' event after start() had stopped listening, and crash the process.
   port.postMessage({ ready: false, failure: failureOf(error) } satisfies PgliteReady);
-  throw error;
+  process.exit(1);
 }
 port.on('message', (request: PgliteRequest) => {
   answer(db, request).then(
