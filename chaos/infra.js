@@ -24,6 +24,23 @@ const PG_RESTART_MS_MAX = 60_000;
 const REDIS_WAIT_MS_MAX = 10_000;
 const POLL_MS = 100;
 
+/**
+ * The port named by an environment variable, else a free one: CI and people sharing a machine
+ * pin them (CHAOS_PG_PORT, CHAOS_REDIS_PORT, CHAOS_NATS_PORT) so that they are known not to
+ * clash with the shared servers or with each other's runs.
+ * @param {string} variable
+ * @returns {Promise<number>}
+ */
+async function portOf(variable) {
+  const pinned = process.env[variable];
+  if (pinned === undefined || pinned === '') return freePort();
+  const port = Number(pinned);
+  if (!Number.isInteger(port) || port <= 0 || port > 65_535) throw new Error(`${variable}=${pinned} is not a port`);
+  // The run stops and kills what answers on its ports: never someone else's server.
+  if (await connects(port)) throw new Error(`${variable}=${port}: something already listens there`);
+  return port;
+}
+
 /** @returns {Promise<number>} */
 export function freePort() {
   return new Promise((resolve, reject) => {
@@ -58,7 +75,7 @@ export async function privatePostgres(dir) {
   const home = join(dir, 'pg');
   const data = join(home, 'data');
   const log = join(home, 'server.log');
-  const port = await freePort();
+  const port = await portOf('CHAOS_PG_PORT');
   await mkdir(home, { recursive: true });
   if (asRoot) {
     // The run's directory is root's (mkdtemp: 0700); the postgres user must reach its own part.
@@ -136,7 +153,7 @@ function alive(pid) {
 export async function privateRedis(dir) {
   const home = join(dir, 'redis');
   await mkdir(home, { recursive: true });
-  const port = await freePort();
+  const port = await portOf('CHAOS_REDIS_PORT');
   const argv = [
     '--daemonize',
     'yes',
@@ -192,7 +209,7 @@ export async function privateRedis(dir) {
 export async function privateNats(dir) {
   const home = join(dir, 'nats');
   await mkdir(home, { recursive: true });
-  const port = await freePort();
+  const port = await portOf('CHAOS_NATS_PORT');
   const child = spawn(NATS_SERVER, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', home, '-l', join(home, 'nats.log')], {
     stdio: 'ignore',
   });

@@ -142,6 +142,7 @@ const WEBHOOK_REFUSED_SHARE = 0.1;
 const WEBHOOK_SETTLE_MS_MAX = 120_000;
 const API_SPOT_CHECKS = 200;
 const AUDIT_WAIT_MS_MAX = 30_000;
+const LIVENESS_TIMEOUT_MS = 5_000;
 const USERS = Array.from({ length: 12 }, (_, i) => 9001 + i);
 const MERCHANT = 9100;
 const SERVICE_ACCOUNT_USER = 900001;
@@ -379,15 +380,37 @@ async function startRole(role) {
     },
     /"msg":"Server listening at (http:\/\/127\.0\.0\.1:\d+)"/,
   );
+  const { child, exited } = processes[role];
+  // A process that ends by itself leaves no other trace in the figures: its payouts just stall.
+  void exited.then((code) => {
+    if (!killedByRun.has(child)) console.log(`  ${role} exited by itself (${code}) at ${new Date().toISOString()}`);
+  });
 }
+
+/** @type {WeakSet<import('node:child_process').ChildProcess>} The processes the run killed itself. */
+const killedByRun = new WeakSet();
 
 /** @param {'api' | 'workers'} role */
 async function killRole(role) {
   const started = processes[role];
   if (started === null) return;
+  killedByRun.add(started.child);
   started.child.kill('SIGKILL');
   await started.exited;
   processes[role] = null;
+}
+
+/**
+ * Whether the workers process answers its liveness probe: one that stalls without exiting (its
+ * event loop held) is told apart from one that is merely slow to move payouts.
+ */
+async function workersAnswer() {
+  try {
+    const response = await fetch(`http://127.0.0.1:${ports.workers}/livez`, { signal: AbortSignal.timeout(LIVENESS_TIMEOUT_MS) });
+    return response.ok ? 'answers /livez' : `answers /livez ${response.status}`;
+  } catch {
+    return `does not answer /livez within ${LIVENESS_TIMEOUT_MS / 1000} s`;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -991,7 +1014,9 @@ async function runScenario(s) {
     s.inflight === null || s.inflight === 0
       ? ''
       : `, in flight ${s.inflight} (final within ${watchedSeconds(s.inflightFinalMsMax)} s${s.leasedAtFault > 0 ? `, the ${s.leasedAtFault} leased: ${watchedSeconds(s.leasedFinalMsMax)} s` : ''}, ${s.inflightLate} later than 5 s)`;
-  console.log(`  fault ${((s.backAt - s.faultAt) / 1000).toFixed(1)} s, ${s.requests} requests${inflight}, audit ${s.audit}`);
+  console.log(
+    `  fault ${((s.backAt - s.faultAt) / 1000).toFixed(1)} s, ${s.requests} requests${inflight}, audit ${s.audit}, workers ${await workersAnswer()}`,
+  );
 }
 
 // ---------------------------------------------------------------------------------------------

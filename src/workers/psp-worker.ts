@@ -25,7 +25,8 @@ import { INTENT_ID_ATTRIBUTE, inSpan, withIntentIds } from '../adapters/tracing.
  *   CONFIRM_PENDING → FAILED          confirm rejected
  *   CONFIRM_PENDING → INQUIRING       confirm timed out, answered pending or unknown, or a restart
  *   INQUIRING → CONFIRMED | FAILED    a final status inquiry answer
- *   INQUIRING → FAILED                not_found long after a dead worker's CONFIRM_PENDING (confirm_not_received)
+ *   INQUIRING → FAILED                not_found long after a dead worker's CONFIRM_PENDING or a confirm
+ *                                     the provider answered 503 or the breaker never sent (confirm_not_received)
  *   INQUIRING → MANUAL_REVIEW         inquiriesMax answers without a final one (intent MANUAL_REVIEW)
  *   QUERY_PENDING | QUERIED → FAILED  the reservation would expire before a confirm could finish
  *
@@ -57,6 +58,13 @@ export const INQUIRIES_EXHAUSTED = 'psp_inquiries_exhausted';
 export const CONFIRM_NOT_RECEIVED = 'confirm_not_received';
 /** confirmAnswer of the INQUIRING move made by a claim that found CONFIRM_PENDING: its worker stopped there. */
 const AFTER_RESTART = 'not_known_after_restart';
+/** confirmAnswer of a confirm the provider answered 503, Service Unavailable: turned away, not taken on. */
+const TURNED_AWAY = 'http_503';
+/**
+ * The confirmAnswers after which a late not_found proves the confirm never arrived (docs/rules.md
+ * R65); an open breaker's confirm was never even sent.
+ */
+const NOT_RECEIVED_EVIDENCE: readonly string[] = [AFTER_RESTART, TURNED_AWAY, 'circuit_open'];
 
 export interface PspWorkerSettings {
   /** Intents claimed per run. */
@@ -432,8 +440,10 @@ async function confirm(ctx: Context, claim: Claim): Promise<Step> {
       return fail(ctx, pending, answer.reason);
     case 'pending':
       return move(ctx, pending, { to: 'INQUIRING', payload: { confirmAnswer: 'pending' } });
-    case 'unknown':
-      return move(ctx, pending, { to: 'INQUIRING', payload: { confirmAnswer: answer.cause, detail: answer.detail } });
+    case 'unknown': {
+      const confirmAnswer = answer.httpStatus === 503 ? TURNED_AWAY : answer.cause;
+      return move(ctx, pending, { to: 'INQUIRING', payload: { confirmAnswer, detail: answer.detail } });
+    }
     default:
       return assertNever(answer);
   }
@@ -463,31 +473,36 @@ async function askStatus(ctx: Context, claim: Claim): Promise<Step> {
 
 /**
  * not_found: no confirm reached the provider. One may still be on its way (sent just before a
- * crash), so failing at once could void a payout the provider is about to make. When the worker
- * that recorded CONFIRM_PENDING died there, a not_found answered more than
+ * crash, or passed on late by a front end that answered 503), so failing at once could void a
+ * payout the provider is about to make. When the worker that recorded CONFIRM_PENDING died there,
+ * or the provider answered its confirm 503, or the open breaker never sent it, a not_found answered more than
  * confirmNotReceivedAfterMs after that record proves the confirm never arrived: the payout fails
  * and its reservation is voided (docs/rules.md R65); before then the claim waits for that moment
- * without counting towards MANUAL_REVIEW. A confirm that was answered (time-out, pending) is
- * counted as before: the provider has it, or may.
+ * without counting towards MANUAL_REVIEW. After a time-out or another 5xx the provider may still
+ * be working on the confirm: counted as before, towards MANUAL_REVIEW.
  */
 async function notFound(ctx: Context, claim: Claim): Promise<Step> {
   const evidence = await confirmEvidence(ctx.deps.db, claim.id);
-  if (!evidence.afterRestart) return countInquiry(ctx, claim, 'not_found');
+  if (!evidence.notReceivedUnlessLate) return countInquiry(ctx, claim, 'not_found');
   const waitMs = ctx.deps.settings.confirmNotReceivedAfterMs - evidence.sinceConfirmPendingMs;
   if (waitMs < 0) return fail(ctx, claim, CONFIRM_NOT_RECEIVED);
   return { kind: 'wait', delayMs: Math.ceil(waitMs) };
 }
 
-/** From the audit trail: whether the claim found CONFIRM_PENDING left by a dead worker, and how long ago that was recorded. */
-async function confirmEvidence(sql: Sql, intentId: string): Promise<{ afterRestart: boolean; sinceConfirmPendingMs: number }> {
-  const { rows } = await sql.query<{ after_restart: boolean | null; since_ms: number | null }>(
-    `SELECT bool_or(status_from = 'CONFIRM_PENDING' AND status_to = 'INQUIRING' AND payload->>'confirmAnswer' = $2) AS after_restart,
+/**
+ * From the audit trail: whether the confirm left CONFIRM_PENDING without being taken on (a dead
+ * worker's, or one answered 503), and how long ago CONFIRM_PENDING was recorded.
+ */
+async function confirmEvidence(sql: Sql, intentId: string): Promise<{ notReceivedUnlessLate: boolean; sinceConfirmPendingMs: number }> {
+  const { rows } = await sql.query<{ not_received_unless_late: boolean | null; since_ms: number | null }>(
+    `SELECT bool_or(status_from = 'CONFIRM_PENDING' AND status_to = 'INQUIRING' AND payload->>'confirmAnswer' = ANY($2::text[]))
+              AS not_received_unless_late,
             (extract(epoch FROM clock_timestamp() - max(created_at) FILTER (WHERE status_to = 'CONFIRM_PENDING')) * 1000)::float8 AS since_ms
        FROM intent_events WHERE intent_id = $1`,
-    [intentId, AFTER_RESTART],
+    [intentId, NOT_RECEIVED_EVIDENCE],
   );
   const row = rows[0];
-  return { afterRestart: row?.after_restart === true, sinceConfirmPendingMs: row?.since_ms ?? 0 };
+  return { notReceivedUnlessLate: row?.not_received_unless_late === true, sinceConfirmPendingMs: row?.since_ms ?? 0 };
 }
 
 async function countInquiry(ctx: Context, claim: Claim, lastAnswer: string): Promise<Step> {

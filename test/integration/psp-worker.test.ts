@@ -92,6 +92,37 @@ async function pspColumns(intentId: string) {
   return rows[0];
 }
 
+/** The test's client with another confirm: what the provider or the worker does to that one call. */
+const withConfirm = (confirm: PspxClient['confirm']): PspxClient => ({
+  registerWallet: (key, data) => client.registerWallet(key, data),
+  inquiry: (intentId, amount, receiver) => client.inquiry(intentId, amount, receiver),
+  confirm,
+  statusInquiry: (intentId) => client.statusInquiry(intentId),
+  partnerBalance: () => client.partnerBalance(),
+  statement: (date, sink) => client.statement(date, sink),
+});
+
+/** Runs the worker `times` times, making the payout due again after each run (its inquiry delay skipped). */
+async function askRepeatedly(worker: PspWorker, intentId: string, times: number) {
+  for (let i = 0; i < times; i += 1) {
+    await worker.runOnce();
+    await t.db.query('UPDATE intents SET psp_next_at = now() WHERE id = $1 AND psp_lease_owner IS NULL', [intentId]);
+  }
+}
+
+/** docs/rules.md R65: FAILED confirm_not_received straight from INQUIRING, nothing paid, every balance as before. */
+async function expectConfirmNotReceived(intentId: string, before: Awaited<ReturnType<typeof snapshot>>) {
+  expect(await intentOf(t, intentId)).toMatchObject({ status: 'FAILED', failureReason: 'confirm_not_received' });
+  expect((await trailOf(t, intentId)).slice(-4)).toEqual([
+    ['QUERIED', 'CONFIRM_PENDING'],
+    ['CONFIRM_PENDING', 'INQUIRING'],
+    ['INQUIRING', 'FAILED'],
+    ['AUTHORIZED', 'FAILED'],
+  ]);
+  expect(sim().confirmsReceived(intentId)).toBe(0);
+  expect(await snapshot()).toEqual(before);
+}
+
 describe('PSP worker and outbox over HTTP against the simulator', () => {
   it('success: NEW → … → CONFIRMED, then the outbox settles; one confirm; settlementDate stored; exact balances', async () => {
     const before = await snapshot();
@@ -309,18 +340,11 @@ describe('PSP worker and outbox over HTTP against the simulator', () => {
   it('a worker that stopped after recording CONFIRM_PENDING is resumed with status inquiries only, never a second confirm', async () => {
     let confirmsSent = 0;
     // The confirm "crashes" the worker after it left: the provider got it, the worker never saw the answer.
-    const crashing: PspxClient = {
-      registerWallet: (key, data) => client.registerWallet(key, data),
-      inquiry: (id, amount, receiver) => client.inquiry(id, amount, receiver),
-      confirm: async (id, ref) => {
-        confirmsSent += 1;
-        await client.confirm(id, ref);
-        throw new Error('process died');
-      },
-      statusInquiry: (id) => client.statusInquiry(id),
-      statement: (date, sink) => client.statement(date, sink),
-      partnerBalance: () => client.partnerBalance(),
-    };
+    const crashing = withConfirm(async (id, ref) => {
+      confirmsSent += 1;
+      await client.confirm(id, ref);
+      throw new Error('process died');
+    });
     const dying = createPspWorker({ db: t.db, pspx: crashing, log, settings: testPspSettings });
     const id = await payout(t, 601, '0812343333', 1500);
     expect(await dying.runOnce()).toBe(1);
@@ -340,14 +364,7 @@ describe('PSP worker and outbox over HTTP against the simulator', () => {
 
   it('a worker that died in CONFIRM_PENDING before its confirm left: not_found past twice the time-out fails it confirm_not_received, money back, no MANUAL_REVIEW (docs/rules.md R65)', async () => {
     const before = await snapshot();
-    const diedBeforeSending: PspxClient = {
-      registerWallet: (key, data) => client.registerWallet(key, data),
-      inquiry: (intentId, amount, receiver) => client.inquiry(intentId, amount, receiver),
-      confirm: async () => Promise.reject(new Error('process died')),
-      statusInquiry: (intentId) => client.statusInquiry(intentId),
-      partnerBalance: () => client.partnerBalance(),
-      statement: (date, sink) => client.statement(date, sink),
-    };
+    const diedBeforeSending = withConfirm(async () => Promise.reject(new Error('process died')));
     const settings = { ...testPspSettings, confirmNotReceivedAfterMs: 400 };
     const dying = createPspWorker({ db: t.db, pspx: diedBeforeSending, log, settings });
     const id = await payout(t, 601, '0812344444', 2500);
@@ -356,24 +373,78 @@ describe('PSP worker and outbox over HTTP against the simulator', () => {
 
     // The restarted worker asks at once, many times: every not_found within the span only waits, never escalates.
     const restarted = createPspWorker({ db: t.db, pspx: client, log, settings });
-    const released = () => t.db.query('UPDATE intents SET psp_next_at = now() WHERE id = $1 AND psp_lease_owner IS NULL', [id]);
-    for (let i = 0; i < 8; i += 1) {
-      await restarted.runOnce();
-      await released();
-    }
+    await askRepeatedly(restarted, id, 8);
     expect((await intentOf(t, id)).status).toBe('AUTHORIZED');
     await new Promise((r) => setTimeout(r, 450));
-    await released();
+    await t.db.query('UPDATE intents SET psp_next_at = now() WHERE id = $1 AND psp_lease_owner IS NULL', [id]);
     await drain(restarted, outbox);
 
-    expect(await intentOf(t, id)).toMatchObject({ status: 'FAILED', failureReason: 'confirm_not_received' });
-    expect((await trailOf(t, id)).slice(-4)).toEqual([
-      ['QUERIED', 'CONFIRM_PENDING'],
-      ['CONFIRM_PENDING', 'INQUIRING'],
-      ['INQUIRING', 'FAILED'],
-      ['AUTHORIZED', 'FAILED'],
-    ]);
+    await expectConfirmNotReceived(id, before);
+  });
+
+  it('a confirm the provider answered 503 (turned away before processing): not_found past twice the time-out fails it confirm_not_received, money back, no MANUAL_REVIEW (docs/rules.md R65)', async () => {
+    const before = await snapshot();
+    const turnedAway = withConfirm(async (intentId, ref) => {
+      // The simulator's injected 503 is answered on arrival, before the confirm is looked at.
+      sim().failNext(1);
+      return client.confirm(intentId, ref);
+    });
+    // The span of R65 as seen by two workers: one asking well within it, one after it has passed
+    // (its span 0), so that a loaded machine's slowness cannot move the test across it.
+    const withinSpan = createPspWorker({
+      db: t.db,
+      pspx: turnedAway,
+      log,
+      settings: { ...testPspSettings, confirmNotReceivedAfterMs: 600_000 },
+    });
+    const id = await payout(t, 601, '0812345555', 3500);
+    // Asked many times (more than inquiriesMax): every not_found within the span only waits.
+    await askRepeatedly(withinSpan, id, testPspSettings.inquiriesMax + 3);
+    expect((await intentOf(t, id)).status).toBe('AUTHORIZED');
+    expect(await pspColumns(id)).toMatchObject({ psp_state: 'INQUIRING', psp_inquiries: 0 });
+    const afterSpan = createPspWorker({ db: t.db, pspx: turnedAway, log, settings: { ...testPspSettings, confirmNotReceivedAfterMs: 0 } });
+    await drain(afterSpan, outbox);
+
+    await expectConfirmNotReceived(id, before);
+  });
+
+  it('a confirm the open circuit breaker never sent: not_found past the span fails it confirm_not_received, money back (docs/rules.md R65)', async () => {
+    const before = await snapshot();
+    const breakerOpen = withConfirm(async (intentId) => ({
+      kind: 'unknown',
+      cause: 'circuit_open',
+      detail: `PSPX circuit open; /v1/payouts/${intentId}/confirm not sent`,
+    }));
+    const worker = createPspWorker({ db: t.db, pspx: breakerOpen, log, settings: { ...testPspSettings, confirmNotReceivedAfterMs: 0 } });
+    const id = await payout(t, 601, '0812347777', 1700);
+    await drain(worker, outbox);
+
+    await expectConfirmNotReceived(id, before);
+  });
+
+  it('a confirm answered 500 is not proof: its not_found answers count towards MANUAL_REVIEW, as after a time-out', async () => {
+    const before = await snapshot();
+    const failing500 = withConfirm(async (intentId) => ({
+      kind: 'unknown',
+      cause: 'http_5xx',
+      detail: `POST /v1/payouts/${intentId}/confirm answered 500`,
+      httpStatus: 500,
+    }));
+    // Even with R65's span long passed (0), a not_found after a 500 is no proof.
+    const settings = { ...testPspSettings, confirmNotReceivedAfterMs: 0 };
+    const worker = createPspWorker({ db: t.db, pspx: failing500, log, settings });
+    const id = await payout(t, 601, '0812346666', 1200);
+    await askRepeatedly(worker, id, testPspSettings.inquiriesMax + 3);
+    expect((await intentOf(t, id)).status).toBe('MANUAL_REVIEW');
     expect(sim().confirmsReceived(id)).toBe(0);
+    // An operator resolves it as the provider says (never paid): the money comes back.
+    const resolved = await t.call('POST', `/admin/intents/${id}/resolve`, {
+      service: 'admin-tool',
+      body: { resolution: 'FAILED', reason: 'provider never received the confirm' },
+    });
+    expect(resolved.statusCode, resolved.body).toBe(200);
+    await drain(worker, outbox);
+    expect((await intentOf(t, id)).status).toBe('FAILED');
     expect(await snapshot()).toEqual(before);
   });
 

@@ -70,7 +70,13 @@ export type WalletCustomer = Static<typeof WalletCustomer>;
  * others the provider may or may not have acted, so a confirm must be settled by statusInquiry.
  */
 export type UnknownCause = 'timeout' | 'network' | 'http_5xx' | 'bad_response' | 'circuit_open';
-export type Unknown = { readonly kind: 'unknown'; readonly cause: UnknownCause; readonly detail: string };
+export type Unknown = {
+  readonly kind: 'unknown';
+  readonly cause: UnknownCause;
+  readonly detail: string;
+  /** The provider's status with `http_5xx`: a confirm answered 503 is one the provider turned away (docs/rules.md R65). */
+  readonly httpStatus?: number;
+};
 export type Rejected = { readonly kind: 'rejected'; readonly reason: string };
 
 export type RegisterWalletResult = { readonly kind: 'registered'; readonly walletId: string } | Rejected | Unknown;
@@ -194,7 +200,8 @@ export class CircuitBreaker {
 
 type Attempt = { readonly kind: 'answer'; readonly status: number; readonly body: Record<string, unknown> } | Unknown;
 
-const unknown = (cause: UnknownCause, detail: string): Unknown => ({ kind: 'unknown', cause, detail });
+const unknown = (cause: UnknownCause, detail: string, httpStatus?: number): Unknown =>
+  httpStatus === undefined ? { kind: 'unknown', cause, detail } : { kind: 'unknown', cause, detail, httpStatus };
 const isUnknown = (outcome: { readonly kind: string }): outcome is Unknown => outcome.kind === 'unknown';
 
 export class HttpPspxClient implements PspxClient {
@@ -340,7 +347,7 @@ export class HttpPspxClient implements PspxClient {
     } catch {
       return unknown('timeout', `${method} ${path}: body not received within ${this.settings.timeoutMs} ms`);
     }
-    if (response.status >= 500) return unknown('http_5xx', `${method} ${path} answered ${response.status}`);
+    if (response.status >= 500) return unknown('http_5xx', `${method} ${path} answered ${response.status}`, response.status);
     const parsed = parseObject(text);
     if (parsed === null) return unknown('bad_response', `${method} ${path} answered ${response.status} without a JSON object`);
     return { kind: 'answer', status: response.status, body: parsed };
