@@ -28,7 +28,6 @@ LANGUAGE sql IMMUTABLE AS $$ SELECT p_status = 'SETTLED' OR (p_status = 'AUTHORI
 CREATE OR REPLACE FUNCTION reconciliation_day_start(p_date char(8)) RETURNS timestamptz
 LANGUAGE sql IMMUTABLE AS $$ SELECT (to_date(p_date, 'YYYYMMDD') - interval '7 hours') AT TIME ZONE 'UTC' $$;
 
-
 -- Returns the matched lines' count (its return type is why the old text is dropped first).
 DROP FUNCTION IF EXISTS reconciliation_match(uuid, char);
 CREATE OR REPLACE FUNCTION reconciliation_match(p_run uuid, p_date char(8)) RETURNS bigint

@@ -135,10 +135,9 @@ export async function runStatementReconciliation(
  * posted balance. A transfer crediting the nostro (a payout) lowers the partner balance, one debiting
  * it (a top-up) raises it.
  *
- * A statement of its own, not a SQL function: planned with the date's bounds as constants, it reads
- * the day's block ranges through ledger_transfers_created_brin_idx (migrations/036); a function's
- * generic plan knows no bounds and read the whole table (31–72 ms against 665–763 ms at 1,000,000 transfers
- * over 30 days, alternating rounds of one run, under load).
+ * A statement of its own, not a SQL function: planned with the date's bounds as constants, it
+ * reads the day's block ranges through ledger_transfers_created_brin_idx (migrations/036); a
+ * function's generic plan knows no bounds and reads the whole table (docs/perf-log/2026-11.md).
  */
 async function nostroMovement(tx: Pick<Database, 'query'>, date: string): Promise<string> {
   const { rows } = await tx.query<{ movement: string }>(
