@@ -1,7 +1,9 @@
 // node bench/reconciliation.js [--lines 1000000]   (or npm run bench -- --only reconciliation)
 //
 // Reconciliation with the provider at scale (docs/rules.md R59): LINES settled PSPX payouts seeded
-// set-based into a database of its own (BENCH_RECON_DB, default bench_recon, dropped first), the
+// set-based into a database of its own (BENCH_RECON_DB, default bench_recon, dropped first), with
+// the nostro's ledger transfer of each stamped inside DATE's Bangkok day and as many again on the
+// day before (the books' side is read from the ledger, by time), the
 // provider's statement of their day served over HTTP by a stub provider in a process of its own
 // (LINES PAYOUT lines, three of them planted breaks, generated as they are sent), and one run of
 // the day timed in a third process, which samples its own RSS. Figures compare only within one
@@ -35,6 +37,8 @@ const amountOf = (/** @type {number} */ n) => 1000 + (n % 997);
  * @property {number} runS the POST's work: fetch, stage, match, record
  * @property {number} stageS of runS: reading the statement and staging its lines
  * @property {number} matchS of runS: matching and recording the run
+ * @property {number} nostroS of matchS: the books' movement, the nostro's ledger transfers of the day
+ * @property {number} transfers ledger transfers seeded, half of them on DATE
  * @property {number} rssBeforeMb the reconciling process before the run
  * @property {number} peakRssMb the reconciling process's peak RSS during the run (sampled every 100 ms, and the kernel's max)
  * @property {string} status
@@ -138,6 +142,7 @@ async function reconcile(lines) {
   const { createMemoryBroker } = await import('../dist/adapters/broker.js');
   const { StatusPublisher } = await import('../dist/domain/intents/store/status-publisher.js');
   const { runStatementReconciliation } = await import('../dist/domain/reconciliation/statement-run.js');
+  const { ledgerAccountId } = await import('../dist/ledger/account-id.js');
   const { default: pino } = await import('pino');
 
   const db = await openDatabase(process.env.BENCH_RECON_DATABASE_URL, '');
@@ -151,10 +156,28 @@ async function reconcile(lines) {
        FROM generate_series(1, $2::int) AS n`,
     [DATE, lines],
   );
+  // The nostro's side of each payout (transit → nostro), spread over DATE in Bangkok (17:00 UTC the
+  // day before to 17:00 UTC), then the day before's as many: a day's read must not be the table's.
+  const nostro = ledgerAccountId('system.nostro.pspx.THB');
+  const transit = ledgerAccountId('system.transit.PSPX.THB');
+  for (const [offsetDays, salt] of [
+    [-1, 'before'],
+    [0, 'day'],
+  ]) {
+    await db.query(
+      `INSERT INTO ledger_transfers (id, debit_account_id, credit_account_id, amount, ledger, code, flags, created_at)
+       SELECT md5($5::text || n)::uuid, $3, $4, 1000 + n % 997, 1, 1, 0,
+              ((to_date($1, 'YYYYMMDD') - interval '7 hours' + $6::int * interval '1 day') AT TIME ZONE 'UTC')
+                + n * (interval '86399 seconds' / $2::int)
+         FROM generate_series(1, $2::int) AS n`,
+      [DATE, lines, transit, nostro, salt, offsetDays],
+    );
+  }
   await db.query('ANALYZE intents');
+  await db.query('ANALYZE ledger_transfers');
   const seedS = (performance.now() - seedStarted) / 1000;
 
-  /** @type {{ stageMs?: number, matchMs?: number }} */
+  /** @type {{ stageMs?: number, matchMs?: number, nostroMs?: number }} */
   const phases = {};
   const log = pino({ level: 'info' }, { write: (/** @type {string} */ line) => Object.assign(phases, pickPhases(line)) });
   const pspx = createPspxClient({ baseUrl: /** @type {string} */ (process.env.BENCH_RECON_PSPX_URL), timeoutMs: 30_000 });
@@ -180,6 +203,8 @@ async function reconcile(lines) {
     runS: round(runS),
     stageS: round((phases.stageMs ?? 0) / 1000),
     matchS: round((phases.matchMs ?? 0) / 1000),
+    nostroS: round((phases.nostroMs ?? 0) / 1000),
+    transfers: 2 * lines,
     rssBeforeMb: round(rssBeforeMb),
     peakRssMb: round(peakRssMb),
     status: run.status,
@@ -192,7 +217,7 @@ async function reconcile(lines) {
 /** The phases of the run's log line, if this line is it. @param {string} line */
 function pickPhases(line) {
   const entry = JSON.parse(line);
-  return entry.event === 'reconciliation_run' ? { stageMs: entry.stageMs, matchMs: entry.matchMs } : {};
+  return entry.event === 'reconciliation_run' ? { stageMs: entry.stageMs, matchMs: entry.matchMs, nostroMs: entry.nostroMs } : {};
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

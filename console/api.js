@@ -104,14 +104,16 @@ export function queryString(params) {
 
 /**
  * The answer of the admin API route at `path`, read again when `path` or `readAgainOn` changes;
- * an answer that arrives after a newer read started is dropped.
+ * an answer that arrives after a newer read started is dropped. Until the new answer arrives the
+ * last one stays, and `answeredPath` (the path it was read from) tells a page which one it shows.
  * @template T
  * @param {string} path
  * @param {unknown} [readAgainOn]
- * @returns {{ answer: T | null, error: unknown }}
+ * @returns {{ answer: T | null, error: unknown, answeredPath: string | null }}
  */
 export function useRead(path, readAgainOn) {
   const [answer, setAnswer] = useState(/** @type {T | null} */ (null));
+  const [answeredPath, setAnsweredPath] = useState(/** @type {string | null} */ (null));
   const [error, setError] = useState(/** @type {unknown} */ (null));
   useEffect(() => {
     let current = true;
@@ -119,6 +121,7 @@ export function useRead(path, readAgainOn) {
       (/** @type {T} */ read) => {
         if (!current) return;
         setAnswer(read);
+        setAnsweredPath(path);
         setError(null);
       },
       (/** @type {unknown} */ caught) => {
@@ -129,5 +132,5 @@ export function useRead(path, readAgainOn) {
       current = false;
     };
   }, [path, readAgainOn]);
-  return { answer, error };
+  return { answer, error, answeredPath };
 }

@@ -14,11 +14,19 @@
 --                                                     the amounts agree, else AMOUNT_MISMATCH
 --   PAYOUT of any other payout (FAILED, in flight, paid here on another date): STATUS_MISMATCH
 -- A payout paid here with this settlement date that no line met: MISSING_AT_PROVIDER.
+-- A payout a person resolved CONFIRMED (no provider date), whose resolution was booked on this
+-- Bangkok day, that no line of this statement met: MISSING_AT_PROVIDER. Those the run itself
+-- resolved (reason 'reconciliation') were met by a line of their statement already.
 --
 -- The payout's amount is what the provider was asked to pay: amount less the post-fee.
 
 CREATE OR REPLACE FUNCTION reconciliation_paid_here(p_status text, p_psp_state text) RETURNS boolean
 LANGUAGE sql IMMUTABLE AS $$ SELECT p_status = 'SETTLED' OR (p_status = 'AUTHORIZED' AND p_psp_state = 'CONFIRMED') $$;
+
+-- The first instant of a Bangkok (UTC+7, no daylight saving) calendar day given as YYYYMMDD; the
+-- day ends where the next one starts. Spelled with UTC alone, which every build knows.
+CREATE OR REPLACE FUNCTION reconciliation_day_start(p_date char(8)) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE AS $$ SELECT (to_date(p_date, 'YYYYMMDD') - interval '7 hours') AT TIME ZONE 'UTC' $$;
 
 -- Returns the matched lines' count (its return type is why the old text is dropped first).
 DROP FUNCTION IF EXISTS reconciliation_match(uuid, char);
@@ -63,6 +71,18 @@ BEGIN
   SELECT p_run, 'MISSING_AT_PROVIDER', i.id, i.amount - i.post_fee_amount
     FROM intents i
    WHERE i.settlement_date = p_date AND i.channel = 'PSPX_TRANSFER' AND reconciliation_paid_here(i.status, i.psp_state)
+     AND NOT EXISTS (SELECT 1 FROM reconciliation_statement_lines l
+                      WHERE l.run_id = p_run AND l.type = 'PAYOUT' AND l.intent_id = i.id);
+
+  INSERT INTO reconciliation_items (run_id, outcome, intent_id, amount_here)
+  SELECT p_run, 'MISSING_AT_PROVIDER', i.id, i.amount - i.post_fee_amount
+    FROM intents i
+   WHERE i.channel = 'PSPX_TRANSFER' AND i.settlement_date IS NULL AND i.status = 'SETTLED'
+     AND EXISTS (SELECT 1 FROM intent_events e
+                  WHERE e.intent_id = i.id AND e.status_from = 'MANUAL_REVIEW' AND e.status_to = 'SETTLED'
+                    AND e.payload->>'resolution' = 'CONFIRMED' AND e.payload->>'reason' IS DISTINCT FROM 'reconciliation'
+                    AND e.created_at >= reconciliation_day_start(p_date)
+                    AND e.created_at < reconciliation_day_start(p_date) + interval '1 day')
      AND NOT EXISTS (SELECT 1 FROM reconciliation_statement_lines l
                       WHERE l.run_id = p_run AND l.type = 'PAYOUT' AND l.intent_id = i.id);
   RETURN v_matched;

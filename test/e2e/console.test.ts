@@ -368,6 +368,70 @@ describe('operator console in Chromium', () => {
     }
   });
 
+  it('starts a run for a date and pages through its breaks with the API cursor', async () => {
+    const date = '20250107';
+    // 55 lines the provider made itself: 55 UNKNOWN_LINE breaks, more than the page of 50.
+    const lineIds = Array.from({ length: 55 }, (_, n) => `PSPXL-E2E-${String(n + 1).padStart(2, '0')}`);
+    for (const [n, lineId] of lineIds.entries()) {
+      expect(t.pspxSimulator.simulator.statements.plant({ date, addLine: { type: 'FEE', amount: String(100 + n), lineId } }).ok).toBe(true);
+    }
+    const { page, problems, urls } = await signedInPage();
+    try {
+      await page.getByRole('link', { name: 'Reconciliation' }).click();
+      const form = page.getByRole('form', { name: 'Run for date' });
+      await form.getByLabel('Statement date (Bangkok)').fill('2025-01-07');
+      await form.getByRole('button', { name: 'Run reconciliation' }).click();
+
+      const breaks = page.getByRole('table', { name: /^Breaks \(55\)/ });
+      const lineColumn = () => breaks.locator('tbody tr td:nth-child(3)').allTextContents();
+      await page.getByRole('table', { name: 'Breaks (55), in the order found: 1–50' }).waitFor();
+      const heading = await page.getByRole('heading', { name: /^Reconciliation run / }).textContent();
+      const runId = heading?.replace('Reconciliation run ', '') ?? '';
+      expect(page.url()).toBe(`${baseUrl}/console#/reconciliation/${runId}`);
+      const firstPage = await lineColumn();
+      expect(firstPage).toHaveLength(50);
+      expect(await page.getByRole('button', { name: 'Previous breaks' }).count()).toBe(0);
+
+      await page.getByRole('button', { name: 'Next breaks' }).click();
+      await page.getByRole('table', { name: 'Breaks (55), in the order found: 51–55' }).waitFor();
+      const secondPage = await lineColumn();
+      expect(secondPage).toHaveLength(5);
+      expect(await page.getByRole('button', { name: 'Next breaks' }).count()).toBe(0);
+      // Every break once, in the order the run found them.
+      expect([...firstPage, ...secondPage].sort()).toEqual(lineIds);
+      const stored = await t.app.inject({
+        method: 'GET',
+        url: `/admin/reconciliation/runs/${runId}`,
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      });
+      expect(stored.json()).toMatchObject({ date, requestedBy: 'admin-token', breakCount: 55 });
+      expect([...firstPage, ...secondPage]).toEqual(stored.json().breaks.map((found: { lineId: string }) => found.lineId));
+      // The second page was asked for with the first page's cursor, not by reading everything.
+      const nextAfter = (
+        await t.app.inject({
+          method: 'GET',
+          url: `/admin/reconciliation/runs/${runId}?limit=50`,
+          headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+        })
+      ).json().nextBreaksAfter;
+      expect(urls).toContain(`${baseUrl}/admin/reconciliation/runs/${runId}?limit=50&after=${nextAfter}`);
+
+      await page.getByRole('button', { name: 'Previous breaks' }).click();
+      await page.getByRole('table', { name: 'Breaks (55), in the order found: 1–50' }).waitFor();
+      expect(await lineColumn()).toEqual(firstPage);
+
+      // A date in the future is refused, and the page says why.
+      await page.getByRole('link', { name: 'All runs' }).click();
+      await form.getByLabel('Statement date (Bangkok)').fill('2099-01-01');
+      await form.getByRole('button', { name: 'Run reconciliation' }).click();
+      await page.getByRole('alert').filter({ hasText: 'VALIDATION_ERROR' }).waitFor();
+      // The refusal itself is the one failed request (Chromium also logs it as a console error).
+      expect(problems.filter((problem) => !problem.includes('422'))).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
+
   it('a wrong token is refused on the sign-in form and nothing is kept', async () => {
     const page = await browser.newPage();
     page.setDefaultTimeout(UI_TIMEOUT_MS);

@@ -237,7 +237,7 @@ describe("GET /admin/intents/{id}/refunds (the intent page's refunds)", () => {
 });
 
 describe('the reconciliation section', () => {
-  it('reads the runs and one run with its breaks through the admin token', async () => {
+  it('reads the runs and one run with its breaks through the admin token, and starts runs', async () => {
     const created = await t.app.inject({
       method: 'POST',
       url: '/admin/reconciliation/runs',
@@ -254,7 +254,11 @@ describe('the reconciliation section', () => {
     expect((await get('/admin/reconciliation/runs')).statusCode).toBe(401);
     const source = consoleFile('reconciliation.js');
     expect(source).toContain("useRead('/admin/reconciliation/runs?limit=100')");
-    expect(source).toMatch(/useRead\(`\/admin\/reconciliation\/runs\/\$\{encodeURIComponent\(runId\)\}`\)/);
+    // One run's breaks a page at a time, with the API's own cursor; a run for a date through the POST.
+    expect(source).toMatch(
+      /\/admin\/reconciliation\/runs\/\$\{encodeURIComponent\(runId\)\}\$\{queryString\(\{ limit: BREAKS_PAGE_SIZE, after: afters\.at\(-1\) \}\)\}/,
+    );
+    expect(source).toContain("api('/admin/reconciliation/runs', { method: 'POST', body: { date: date.replaceAll('-', '') } })");
     expect(consoleFile('app.js')).toContain("{ path: 'reconciliation', label: 'Reconciliation' }");
   });
 });

@@ -11,13 +11,13 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createPspxClient } from '../../src/adapters/pspx/pspx-client.js';
 import { bangkokSettlementDate } from '../../src/adapters/pspx/settlement-calendar.js';
 import { StatusPublisher } from '../../src/domain/intents/store/status-publisher.js';
-import { createOutboxWorker, OUTBOX_DEFAULTS, type OutboxWorker } from '../../src/workers/outbox-worker.js';
-import { createPspWorker, type PspWorker } from '../../src/workers/psp-worker.js';
+import type { OutboxWorker } from '../../src/workers/outbox-worker.js';
+import type { PspWorker } from '../../src/workers/psp-worker.js';
 import { createStatementReconciliationWorker, dueStatementDate } from '../../src/workers/statement-reconciliation.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { balanceOf, expectLedgerInvariants } from '../support/invariants.js';
 import { createUser, topUp } from '../support/payments.js';
-import { captureLogger, drain, eventsOf, intentOf, payout, registerIpps, testPspSettings } from '../support/workers.js';
+import { captureLogger, drain, eventsOf, intentOf, payout, payoutWorkers, registerIpps } from '../support/workers.js';
 
 const USER = 741;
 const USER_ACCOUNT = `user.${USER}.THB`;
@@ -32,16 +32,7 @@ const log = captureLogger();
 beforeAll(async () => {
   // 300 ms: a held confirm (9998) becomes a real client-side time-out quickly.
   t = await startTestApp({ pspx: { timeoutMs: 300, backoffBaseMs: 1, backoffCapMs: 5 } });
-  // A client of its own for the worker: the app's breaker stays the run's alone.
-  const client = createPspxClient({ baseUrl: t.pspxSimulator.url, timeoutMs: 300, backoffBaseMs: 1, backoffCapMs: 5 });
-  psp = createPspWorker({ db: t.db, pspx: client, log, settings: testPspSettings });
-  outbox = createOutboxWorker({
-    db: t.db,
-    ledger: t.ledger,
-    publisher: new StatusPublisher(t.broker, log),
-    log,
-    settings: { ...OUTBOX_DEFAULTS, backoffBaseMs: 1 },
-  });
+  ({ psp, outbox } = payoutWorkers(t, log, 300));
   await createUser(t, USER);
   await registerIpps(t, USER);
   await topUp(t, USER, 50_000_000);
@@ -74,8 +65,11 @@ async function paidOn(date: string, amounts: readonly number[], receiver = '0812
 type Break = { kind: string; intentId: string | null; lineId: string | null; amountHere: string | null; amountAtProvider: string | null };
 const sorted = (breaks: readonly Break[]) => [...breaks].sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
 
-describe('a clean day', () => {
-  it('is BALANCED with every payout matched, and the movements agree', async () => {
+describe('a clean statement', () => {
+  // Its payouts were booked in the ledger today, not on its date: the books of that date moved
+  // nothing, so the movements differ and the run is BREAKS with no break listed. Today's date, whose
+  // books do hold what is paid, is reconciliation-ledger-day.test.ts.
+  it('has every payout matched and no break; the books of its date moved nothing', async () => {
     const date = '20250101';
     await paidOn(date, [1000, 2500, 40_000]);
     const res = await post(date);
@@ -83,14 +77,14 @@ describe('a clean day', () => {
     const run = res.json();
     expect(run).toMatchObject({
       date,
-      status: 'BALANCED',
+      status: 'BREAKS',
       lineCount: 3,
       matched: 3,
       breakCount: 0,
       resolved: 0,
       breaks: [],
       providerMovement: '-43500',
-      nostroMovement: '-43500',
+      nostroMovement: '0',
       requestedBy: 'admin-token',
       nextBreaksAfter: null,
     });
@@ -143,9 +137,10 @@ describe('planted breaks', () => {
     );
     // Nothing but a MANUAL_REVIEW payout is ever changed by a run.
     expect(await Promise.all([dropped, changed, failedHere, matched].map((id) => intentOf(t, id)))).toEqual(before);
-    // The provider's movement counts its own lines; the books count the payouts paid here.
+    // The provider's movement counts its own lines; the books count the nostro's postings of the
+    // date, and these payouts were posted today.
     expect(run.providerMovement).toBe(String(-(1201 + 1300 + 1400 + 35 + 999)));
-    expect(run.nostroMovement).toBe(String(-(1100 + 1200 + 1300)));
+    expect(run.nostroMovement).toBe('0');
   });
 
   it('answers the same breaks when the date is run again', async () => {
@@ -170,6 +165,26 @@ describe('planted breaks', () => {
     ).json();
     expect(page2.nextBreaksAfter).toBeNull();
     expect(sorted([...page1.breaks, ...page2.breaks])).toEqual(sorted(run.breaks));
+  });
+});
+
+describe('paging the breaks of a large run', () => {
+  it('reads every break once, in the order found, however many digits their positions have', async () => {
+    const date = '20250109';
+    // 995 breaks: their positions cross from one digit count to the next wherever the run starts below 1000.
+    const lineIds = Array.from({ length: 995 }, (_, n) => `PSPXL-PAGED-${String(n + 1).padStart(3, '0')}`);
+    for (const lineId of lineIds) sim().statements.plant({ date, addLine: { type: 'FEE', amount: '10', lineId } });
+    const run = (await post(date)).json();
+    expect(run.breaks.map((found: Break) => found.lineId)).toEqual(lineIds);
+    const paged: string[] = [];
+    let after: string | null = null;
+    do {
+      const query: string = after === null ? '?limit=100' : `?limit=100&after=${after}`;
+      const page = (await t.app.inject({ method: 'GET', url: `/admin/reconciliation/runs/${run.runId}${query}`, headers: ADMIN })).json();
+      paged.push(...page.breaks.map((found: Break) => found.lineId));
+      after = page.nextBreaksAfter;
+    } while (after !== null);
+    expect(paged).toEqual(lineIds);
   });
 });
 
@@ -334,7 +349,7 @@ describe('refusals change nothing', () => {
     expect(await runCount()).toBe(before);
     const retry = await post(date);
     expect(retry.statusCode, retry.body).toBe(201);
-    expect(retry.json()).toMatchObject({ status: 'BALANCED', matched: 1 });
+    expect(retry.json()).toMatchObject({ matched: 1, breakCount: 0 });
   });
 });
 
@@ -358,12 +373,12 @@ describe('the daily run in the workers', () => {
         now: () => now,
         onOutcome: (outcome) => outcomes.push(outcome),
       });
-    await paidOn('20250108', [700]);
+    // A day on which nothing was paid and nothing booked.
     const morning = worker(new Date('2025-01-08T20:00:00Z'));
     expect(await morning.runOnce()).toBe('balanced');
     expect(await morning.runOnce()).toBeNull();
     const runs = (await t.app.inject({ method: 'GET', url: '/admin/reconciliation/runs?date=20250108', headers: ADMIN })).json().runs;
-    expect(runs).toEqual([expect.objectContaining({ requestedBy: 'workers', status: 'BALANCED', matched: 1 })]);
+    expect(runs).toEqual([expect.objectContaining({ requestedBy: 'workers', status: 'BALANCED', matched: 0, lineCount: 0 })]);
 
     // Tomorrow at 03:00 in Bangkok: today is due, and the provider has not closed it.
     const today = bangkokSettlementDate();
@@ -405,9 +420,10 @@ describe('the CLI and the TS client', () => {
   }
 
   it('payorch reconcile --date prints the run: 0 when BALANCED, 4 with the breaks listed, 2 on a bad command line', async () => {
-    const clean = await reconcile(['--date', '20250101', '--admin-token', 'test-admin-token', '--json']);
+    // Nothing paid on that day and nothing booked: BALANCED.
+    const clean = await reconcile(['--date', '20241230', '--admin-token', 'test-admin-token', '--json']);
     expect(clean.code, clean.err).toBe(EXIT.OK);
-    expect(JSON.parse(clean.out)).toMatchObject({ date: '20250101', status: 'BALANCED', matched: 3 });
+    expect(JSON.parse(clean.out)).toMatchObject({ date: '20241230', status: 'BALANCED', matched: 0 });
     const broken = await reconcile(['--date', '20250102', '--admin-token', 'test-admin-token']);
     expect(broken.code, broken.err).toBe(EXIT.VIOLATIONS);
     expect(broken.out).toContain('20250102 BREAKS: 1 matched, 5 break(s)');
@@ -419,7 +435,7 @@ describe('the CLI and the TS client', () => {
   it('the client runs, lists and reads runs', async () => {
     const client = createPayorchClient({ baseUrl: url, adminToken: 'test-admin-token' });
     const run = await client.admin.reconciliation.run('20250101');
-    expect(run).toMatchObject({ status: 'BALANCED', matched: 3, breaks: [] });
+    expect(run).toMatchObject({ matched: 3, breakCount: 0, breaks: [] });
     expect(await client.admin.reconciliation.get(run.runId)).toEqual(run);
     const { runs } = await client.admin.reconciliation.list({ date: '20250101', limit: 1 });
     expect(runs.map((listed) => listed.runId)).toEqual([run.runId]);

@@ -2,9 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { expect } from 'vitest';
 import type { Logger } from '../../src/adapters/logger.js';
 import { StatusPublisher } from '../../src/domain/intents/store/status-publisher.js';
+import { createPspxClient } from '../../src/adapters/pspx/pspx-client.js';
 import { createOutboxWorker, OUTBOX_DEFAULTS, type OutboxWorker } from '../../src/workers/outbox-worker.js';
 import { createUser, topUp } from './payments.js';
-import type { PspWorker, PspWorkerSettings } from '../../src/workers/psp-worker.js';
+import { createPspWorker, type PspWorker, type PspWorkerSettings } from '../../src/workers/psp-worker.js';
 import type { TestApp } from './app.js';
 
 /** Helpers for tests that drive PSPX payouts and the background workers by hand. */
@@ -43,6 +44,16 @@ export function testOutbox(t: TestApp, log: Logger): OutboxWorker {
     log,
     settings: { ...OUTBOX_DEFAULTS, backoffBaseMs: 1 },
   });
+}
+
+/**
+ * The PSP and outbox workers of a test app, to drive payouts by hand with drain(). The PSP worker
+ * has a PSPX client of its own, so the app's circuit breaker stays the app's; `timeoutMs` short, so
+ * the simulator's held confirm (receiver …9998) becomes a client-side time-out quickly.
+ */
+export function payoutWorkers(t: TestApp, log: Logger, timeoutMs: number): { psp: PspWorker; outbox: OutboxWorker } {
+  const client = createPspxClient({ baseUrl: t.pspxSimulator.url, timeoutMs, backoffBaseMs: 1, backoffCapMs: 5 });
+  return { psp: createPspWorker({ db: t.db, pspx: client, log, settings: testPspSettings }), outbox: testOutbox(t, log) };
 }
 
 /** A user with a PSPX wallet and `balance` satang: a payer of payouts. */

@@ -1191,7 +1191,7 @@ export interface components {
             readonly closingBalance: components["schemas"]["Money"] | null;
             /** @description closingBalance − openingBalance of the statement */
             readonly providerMovement: components["schemas"]["Money"] | null;
-            /** @description the day's PSPX payouts as payorch booked them, in the provider's sign (negative: paid out) */
+            /** @description the PSPX nostro's posted ledger transfers stamped inside the Bangkok day, in the provider's sign (negative: paid out, positive: topped up) */
             readonly nostroMovement: components["schemas"]["Money"] | null;
         };
         readonly ReconciliationRun: {
@@ -1223,7 +1223,7 @@ export interface components {
             readonly closingBalance: components["schemas"]["Money"] | null;
             /** @description closingBalance − openingBalance of the statement */
             readonly providerMovement: components["schemas"]["Money"] | null;
-            /** @description the day's PSPX payouts as payorch booked them, in the provider's sign (negative: paid out) */
+            /** @description the PSPX nostro's posted ledger transfers stamped inside the Bangkok day, in the provider's sign (negative: paid out, positive: topped up) */
             readonly nostroMovement: components["schemas"]["Money"] | null;
             /** @description at most 1000, in the order found */
             readonly breaks: readonly components["schemas"]["ReconciliationBreak"][];

@@ -64,3 +64,6 @@ export const SYSTEM_ACCOUNTS: ReadonlyArray<{ readonly name: string; readonly ty
   { name: 'system.nostro.bank.THB', type: 'NOSTRO' },
   { name: 'system.equity.THB', type: 'EQUITY' },
 ];
+
+/** The account that stands for the provider's partner balance: PSPX payouts credit it, top-ups debit it. */
+export const pspxNostroAccountName = (currency: string) => `system.nostro.pspx.${currency}`;

@@ -101,8 +101,10 @@ export async function readRun(
     amount_here: string | null;
     amount_at_provider: string | null;
   }>(
-    `SELECT seq::text, outcome, intent_id, line_id, amount_here::text, amount_at_provider::text FROM reconciliation_items
-      WHERE run_id = $1 AND outcome <> 'MATCHED' AND seq > $2::bigint ORDER BY seq LIMIT $3`,
+    // Ordered by the column, not by the text of the same name the list answers: "10" sorts before
+    // "9", and a page that ends at the wrong break makes `after` skip the breaks between.
+    `SELECT seq::text, outcome, intent_id, line_id, amount_here::text, amount_at_provider::text FROM reconciliation_items i
+      WHERE run_id = $1 AND outcome <> 'MATCHED' AND seq > $2::bigint ORDER BY i.seq LIMIT $3`,
     [runId, page.after ?? '0', limit + 1],
   );
   const listed = breaks.rows.slice(0, limit);

@@ -15,9 +15,14 @@ import type { Logger } from '../../adapters/logger.js';
 import type { PspxClient } from '../../adapters/pspx/pspx-client.js';
 import { bangkokSettlementDate, isCalendarDate } from '../../adapters/pspx/settlement-calendar.js';
 import type { StatementLine, StatementSink } from '../../adapters/pspx/statement-reader.js';
+import { pspxNostroAccountName } from '../accounts/account-names.js';
 import { apiError } from '../errors.js';
+import { ledgerAccountId } from '../../ledger/account-id.js';
 import { resolveIntent, type ResolveDeps } from '../intents/money/resolve-intent.js';
 import { type ReconciliationRun, readRun } from './run-store.js';
+
+/** The provider's statements are in satang of baht. */
+const STATEMENT_CURRENCY = 'THB';
 
 /** The audit reason of a payout the run resolved CONFIRMED. */
 export const RECONCILIATION_REASON = 'reconciliation';
@@ -46,6 +51,7 @@ export async function runStatementReconciliation(
   const runId = randomUUID();
   const startedAt = performance.now();
   let stagedAt = startedAt;
+  let nostroMs = 0;
   try {
     await deps.db.query(`INSERT INTO reconciliation_runs (id, statement_date, status, requested_by) VALUES ($1, $2, 'RUNNING', $3)`, [
       runId,
@@ -71,6 +77,9 @@ export async function runStatementReconciliation(
     const { header } = fetched;
     stagedAt = performance.now();
     await deps.db.transaction(async (tx) => {
+      const nostroStartedAt = performance.now();
+      const books = await nostroMovement(tx, date);
+      nostroMs = performance.now() - nostroStartedAt;
       const { rows } = await tx.query<{ matched: string }>('SELECT reconciliation_match($1, $2)::text AS matched', [runId, date]);
       await tx.query(
         `UPDATE reconciliation_runs r
@@ -84,7 +93,7 @@ export async function runStatementReconciliation(
           runId,
           header.lineCount,
           (header.closingBalance - header.openingBalance).toString(),
-          await nostroMovement(tx, runId, date),
+          books,
           header.openingBalance.toString(),
           header.closingBalance.toString(),
           rows[0]?.matched ?? '0',
@@ -111,6 +120,8 @@ export async function runStatementReconciliation(
       // Where a long run spent its time: reading and staging the statement, then matching it.
       stageMs: Math.round(stagedAt - startedAt),
       matchMs: Math.round(matchedAt - stagedAt),
+      // Of matchMs: the books' side, the nostro's ledger transfers of the day.
+      nostroMs: Math.round(nostroMs),
     },
     `statement of ${date} reconciled: ${run.status}`,
   );
@@ -118,20 +129,24 @@ export async function runStatementReconciliation(
 }
 
 /**
- * What payorch's books hold as paid out through the provider on the run's date, in the provider's
- * sign (a payout lowers the partner balance): the payouts paid here with that settlement date,
- * and those without one (resolved by a person or by this run) that a line of the day met.
+ * The nostro's movement in the ledger on the run's Bangkok day, in the provider's sign (docs/rules.md
+ * R59): what the books say the partner balance moved, to set against the statement's closing − opening.
+ * Posted transfers only (single-phase, and posts of reservations): pending ones and voids move no
+ * posted balance. A transfer crediting the nostro (a payout) lowers the partner balance, one debiting
+ * it (a top-up) raises it.
+ *
+ * A statement of its own, not a SQL function: planned with the date's bounds as constants, it
+ * reads the day's block ranges through ledger_transfers_created_brin_idx (migrations/036); a
+ * function's generic plan knows no bounds and reads the whole table (docs/perf-log/2026-11.md).
  */
-async function nostroMovement(tx: Pick<Database, 'query'>, runId: string, date: string): Promise<string> {
+async function nostroMovement(tx: Pick<Database, 'query'>, date: string): Promise<string> {
   const { rows } = await tx.query<{ movement: string }>(
-    `SELECT (-(coalesce((SELECT sum(amount - post_fee_amount) FROM intents
-                          WHERE settlement_date = $2 AND channel = 'PSPX_TRANSFER' AND reconciliation_paid_here(status, psp_state)), 0)
-             + coalesce((SELECT sum(i.amount - i.post_fee_amount)
-                           FROM reconciliation_statement_lines l JOIN intents i ON i.id = l.intent_id
-                          WHERE l.run_id = $1 AND l.type = 'PAYOUT' AND i.channel = 'PSPX_TRANSFER' AND i.settlement_date IS NULL
-                            AND (i.status = 'MANUAL_REVIEW' OR reconciliation_paid_here(i.status, i.psp_state))
-                            AND i.amount - i.post_fee_amount = l.amount), 0)))::text AS movement`,
-    [runId, date],
+    `SELECT coalesce(sum(CASE WHEN t.debit_account_id = $1 THEN t.amount ELSE -t.amount END), 0)::text AS movement
+       FROM ledger_transfers t
+      WHERE t.created_at >= reconciliation_day_start($2) AND t.created_at < reconciliation_day_start($2) + interval '1 day'
+        AND (t.debit_account_id = $1 OR t.credit_account_id = $1)
+        AND NOT ledger_is_pending(t.flags) AND NOT ledger_voids_pending(t.flags)`,
+    [ledgerAccountId(pspxNostroAccountName(STATEMENT_CURRENCY)), date],
   );
   return rows[0]?.movement ?? '0';
 }

@@ -31,7 +31,8 @@ const runFields = {
   closingBalance: NullableMoney,
   providerMovement: Type.Union([Money, Type.Null()], { description: 'closingBalance − openingBalance of the statement' }),
   nostroMovement: Type.Union([Money, Type.Null()], {
-    description: "the day's PSPX payouts as payorch booked them, in the provider's sign (negative: paid out)",
+    description:
+      "the PSPX nostro's posted ledger transfers stamped inside the Bangkok day, in the provider's sign (negative: paid out, positive: topped up)",
   }),
 };
 

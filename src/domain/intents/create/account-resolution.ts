@@ -1,6 +1,6 @@
 import type { Permissions } from '../../auth/service-keys.js';
 import { matchesWholeName } from '../../auth/name-pattern.js';
-import { parseAccountName, userWalletName } from '../../accounts/account-names.js';
+import { parseAccountName, pspxNostroAccountName, userWalletName } from '../../accounts/account-names.js';
 import { type AccountLookup, type AccountRecord, lookupAccount } from '../../accounts/accounts.js';
 import { apiError } from '../../errors.js';
 import { assertNever } from '../../errors.js';
@@ -25,7 +25,7 @@ const metadataUserId = (request: IntentRequest, key: string) => request.metadata
 /** The operation table (docs/rules.md): default account names, before overrides. */
 function defaultNames(request: IntentRequest, actor: number): { from: string | null; to: string | null } {
   const cur = request.currency;
-  const pspxNostro = `system.nostro.pspx.${cur}`;
+  const pspxNostro = pspxNostroAccountName(cur);
   switch (request.operationType) {
     case 'P2P_TRANSFER':
       return {
