@@ -9,7 +9,7 @@ import { expectLedgerInvariants } from '../support/invariants.js';
 import { balance, createMerchant, createUser, topUp } from '../support/payments.js';
 
 /** User ids of this file only: payer locks are advisory locks, shared by every schema on a server. */
-const [A, B, C, D] = [4901, 4902, 4903, 4904] as const;
+const [A, B, C, D, E] = [4901, 4902, 4903, 4904, 4905] as const;
 const MERCHANT = 4911;
 const MERCHANT_ACCOUNT = `merchant.${MERCHANT}.THB`;
 const REVENUE = 'system.revenue.THB';
@@ -30,7 +30,7 @@ beforeAll(async () => {
   (nfc.permissions as { refunds?: boolean }).refunds = true;
   t = await startTestApp({ file });
   await createMerchant(t, MERCHANT);
-  for (const user of [A, B, C, D]) await createUser(t, user);
+  for (const user of [A, B, C, D, E]) await createUser(t, user);
   await topUp(t, A, 100_000_000);
   await topUp(t, C, 1_000_000);
   await t.db.query(
@@ -210,14 +210,21 @@ describe('refunds of a settled intent (docs/rules.md R57)', () => {
     expect([await balance(t, wallet(C)), await balance(t, MERCHANT_ACCOUNT)]).toEqual([c0 + 5_000n, m0 - 5_000n]);
   });
 
-  it('refundFees: PRE and POST fees come back to the satang over several partial refunds', async () => {
-    const amount = 10_007;
-    const [a0, b0, r0] = [await balance(t, wallet(A)), await balance(t, wallet(B)), await balance(t, REVENUE)];
-    const intentId = await pay(A, B, amount, {});
+  /** The accounts a P2P payment with fees moves money between: payer, payee, the fees' account. */
+  const feePaymentBalances = async () => [await balance(t, wallet(A)), await balance(t, wallet(B)), await balance(t, REVENUE)];
+
+  /** A pays B 10,007 with both fees (7 % PRE, 1/33 POST). */
+  async function payWithFees() {
+    const intentId = await pay(A, B, 10_007, {});
     const intent = (await t.call('GET', `/intents/${intentId}`)).json();
     const [pre, post] = [BigInt(intent.preFeeAmount), BigInt(intent.postFeeAmount)];
     expect([pre, post]).toEqual([700n, 303n]);
-    const refundable = BigInt(amount) - post;
+    return { intentId, pre, post, refundable: 10_007n - post };
+  }
+
+  it('refundFees: PRE and POST fees come back to the satang over several partial refunds', async () => {
+    const [a0, b0, r0] = await feePaymentBalances();
+    const { intentId, pre, post, refundable } = await payWithFees();
     const parts = [3_001n, 1_234n, 17n];
     const fees: bigint[] = [];
     for (const part of parts)
@@ -230,7 +237,7 @@ describe('refunds of a settled intent (docs/rules.md R57)', () => {
     expect(fees[0]).toBeGreaterThanOrEqual(proportional - 1n);
     expect(fees[0]).toBeLessThanOrEqual(proportional);
     expect(fees.reduce((s, f) => s + f, 0n)).toBe(pre + post);
-    expect([await balance(t, wallet(A)), await balance(t, wallet(B)), await balance(t, REVENUE)]).toEqual([a0, b0, r0]);
+    expect(await feePaymentBalances()).toEqual([a0, b0, r0]);
     expect(await refundedAmount(intentId)).toBe(refundable);
   });
 
@@ -261,6 +268,49 @@ describe('refunds of a settled intent (docs/rules.md R57)', () => {
     // The failed refund gave its amount back: once funded, the whole payment can be refunded.
     await pay(A, D, 3_000);
     expect((await refunded(intentId)).amount).toBe('3000');
+  });
+
+  /**
+   * A refund of another original sent first: its batch is in flight while the rest arrive, so the
+   * committer takes them together in the next one.
+   */
+  async function behindABatch(refunds: ReadonlyArray<() => Promise<LightMyRequestResponse>>): Promise<LightMyRequestResponse[]> {
+    const leader = await pay(C, E, 500);
+    const [lead, ...answers] = await Promise.all([refund(leader, refundBody({ amount: 100 })), ...refunds.map((send) => send())]);
+    expect(lead!.statusCode, lead!.body).toBe(201);
+    return answers;
+  }
+
+  it('partial refunds of one payment sent together: each settles, and its fees come back to the satang', async () => {
+    const before = await feePaymentBalances();
+    const { intentId, pre, post, refundable } = await payWithFees();
+    const parts = [3_001n, 1_234n, 17n, 4_001n];
+    parts.push(refundable - parts.reduce((s, p) => s + p, 0n));
+    const answers = await behindABatch(parts.map((part) => () => refund(intentId, refundBody({ amount: Number(part), refundFees: true }))));
+    for (const res of answers) expect([res.statusCode, res.json().status], res.body).toEqual([201, 'SETTLED']);
+    expect(answers.reduce((sum, res) => sum + BigInt(res.json().feeAmount as string), 0n)).toBe(pre + post);
+    expect(await feePaymentBalances()).toEqual(before);
+    expect(await refundedAmount(intentId)).toBe(refundable);
+  });
+
+  it('a refund refused for funds gives its amount back to the refunds of its payment sent with it', async () => {
+    const intentId = await pay(A, D, 3_000);
+    const keep = 1_000n;
+    const spare = (await balance(t, wallet(D))) - keep;
+    if (spare > 0n) await pay(D, C, Number(spare));
+    // 2,500 is more than D holds: refused, it gives its 2,500 back, and 1,000 of the 3,000 fits.
+    // Had the 1,000 come first, the 2,500 would exceed what remains instead.
+    const [big, small] = await behindABatch([
+      () => refund(intentId, refundBody({ amount: 2_500 })),
+      () => refund(intentId, refundBody({ amount: 1_000 })),
+    ]);
+    expect([small!.statusCode, small!.json().amount], small!.body).toEqual([201, '1000']);
+    expect([
+      [422, 'INSUFFICIENT_FUNDS'],
+      [409, 'REFUND_EXCEEDS_REMAINING'],
+    ]).toContainEqual([big!.statusCode, big!.json().error]);
+    expect(await refundedAmount(intentId)).toBe(1_000n);
+    expect(await balance(t, wallet(D))).toBe(0n);
   });
 
   it('replays by key: the same body is 200 with the stored refund, another body is 409 CONFLICT', async () => {

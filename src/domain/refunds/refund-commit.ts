@@ -19,6 +19,12 @@ import type { Refund } from './refund-store.js';
  * alone), the voids of refused chains and the FAILED marks when there are any, one statement with
  * the history rows and feed events, COMMIT. The check and the money commit together or not at all.
  *
+ * Several refunds of one original may share a batch; refund_open_batch checks each against what
+ * the earlier ones left. A refund the ledger refuses gives its amount back, which that check could
+ * not know: a batch where a later refund of the same original follows a refused one is rolled back
+ * (RemainderGivenBack), and GroupCommit commits its refunds one by one, each seeing what the one
+ * before it ended as.
+ *
  * The ledger call leaves right behind refund_open_batch, in the same round trip, on the bet that
  * every refund opens as the request predicts it (its amount given, its fee shares the floors or,
  * for a full refund, the whole splits): the intents' bet (LedgerCallChoice), made per batch. A
@@ -51,6 +57,9 @@ export type RefundOutcome =
 
 export const INSUFFICIENT_FUNDS_REASON = 'insufficient_funds';
 
+/** A refused refund's amount came back to an original whose later refunds in the batch were checked without it. */
+export class RemainderGivenBack extends Error {}
+
 /** As intents' (intent-commit.ts): a larger batch costs less per refund; one batch in flight per instance. */
 const BATCH_MAX = 64;
 const FLUSHES_MAX = 1;
@@ -78,9 +87,7 @@ export class RefundCommitter {
       {
         batchMax: BATCH_MAX,
         flushesMax: FLUSHES_MAX,
-        // Two refunds of one original go in separate batches, so the second is checked against
-        // what the first ended as (a refund the ledger refuses gives its amount back).
-        keysOf: (item) => [item.original.id],
+        // Refunds of one original share a batch: refund_open_batch checks them in batch order.
         gatherMs: db.kind === 'pglite' ? PGLITE_GATHER_MS : 0,
       },
     );
@@ -232,10 +239,22 @@ export async function commitRefundBatch(
       },
     };
   });
+  throwIfRemainderGivenBack(batch, opened, failed);
   await voidRefusedChains(tx, ledger, voids);
   if (failed.length > 0) tx.send('SELECT refund_fail_batch($1::jsonb)', [JSON.stringify(failed)]);
   closeBatch(tx, closing);
   return { outcomes: outcomes.map((o) => o!), asPredicted };
+}
+
+function throwIfRemainderGivenBack(batch: readonly RefundCommit[], opened: readonly Opened[], failed: ReadonlyArray<{ id: string }>): void {
+  if (failed.length === 0) return;
+  const refused = new Set(failed.map((f) => f.id));
+  const refusedOriginals = new Set<string>();
+  batch.forEach((item, index) => {
+    if (refusedOriginals.has(item.original.id) && !('duplicate' in opened[index]!))
+      throw new RemainderGivenBack(`refund ${item.refundId} was checked without the amount a refused refund gave back`);
+    if (refused.has(item.refundId)) refusedOriginals.add(item.original.id);
+  });
 }
 
 async function openBatch(tx: Tx, batch: readonly RefundCommit[]): Promise<Opened[]> {
