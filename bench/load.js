@@ -15,7 +15,7 @@ import { ledgerAccountId } from '../dist/ledger/account-id.js';
  * @property {string} url
  * @property {'p2p' | 'invoice' | 'policy' | 'bare' | 'refund'} kind
  * @property {'closed' | 'open'} mode
- * @property {number} [concurrency]
+ * @property {number} [concurrency] closed loop: requests in flight; kind refund: also the number of originals refunded in turn
  * @property {number} [rate]
  * @property {number} [durationS]
  * @property {number} [warmupS]

@@ -17,8 +17,12 @@ export const REFUND_LATENCY_RATE_PER_S = 250;
  */
 export async function refundsPhase({ runJson, base, url, concurrency, log }) {
   const closed = (/** @type {'p2p' | 'refund'} */ kind) => runJson('load.js', { ...base, url, kind, mode: 'closed', concurrency });
+  // At the offered rate, refunds spread over one original per refund a second offered, so each
+  // payment is refunded about once a second: a platform's refunds fall on many payments. The
+  // saturation loop's 32 originals took about eight refunds a second each, which measured the
+  // queue of refunds of one payment rather than a refund's latency.
   const open = (/** @type {'p2p' | 'refund'} */ kind) =>
-    runJson('load.js', { ...base, url, kind, mode: 'open', rate: REFUND_LATENCY_RATE_PER_S });
+    runJson('load.js', { ...base, url, kind, mode: 'open', rate: REFUND_LATENCY_RATE_PER_S, concurrency: REFUND_LATENCY_RATE_PER_S });
   const p2pSaturation = await closed('p2p');
   const refundSaturation = await closed('refund');
   const p2pAtRate = await open('p2p');
