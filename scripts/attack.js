@@ -118,7 +118,7 @@ async function main() {
     results.push(await legacyReplay(api));
     results.push(await slowQuotes(api, size.slowQuotes, /** @type {'absolute' | 'relative'} */ (size.delayBound)));
     const floodBudgetS = args['flood-s'] === undefined ? size.floodBudgetS : Number(args['flood-s']);
-    results.push(await nonceFlood(api, args.nonces === undefined ? size.nonces : Number(args.nonces), floodBudgetS));
+    results.push(await nonceFlood(api, service, args.nonces === undefined ? size.nonces : Number(args.nonces), floodBudgetS));
     results.push(await heldConnections(service, size.held, size.holders));
   } finally {
     service.child.kill('SIGTERM');
@@ -171,7 +171,10 @@ function productionEnv(configFile, adminToken) {
   };
 }
 
-/** @typedef {{ child: import('node:child_process').ChildProcess; exited: Promise<number | null>; url: string; port: number }} Service */
+/**
+ * @typedef {{ child: import('node:child_process').ChildProcess; exited: Promise<number | null>; url: string; port: number; redisUnreachable: number }} Service
+ * `redisUnreachable`: the service's `redis_unreachable` log lines so far (docs/rules.md R64).
+ */
 
 /**
  * @param {string} configFile
@@ -189,12 +192,23 @@ function startService(configFile, adminToken) {
   return new Promise((resolve, reject) => {
     /** @type {string[]} */
     const lines = [];
+    let listening = false;
+    let partial = '';
+    const service = { child, exited, url: '', port: 0, redisUnreachable: 0 };
     /** @param {Buffer} chunk */
     const onData = (chunk) => {
-      for (const line of chunk.toString().split('\n').filter(Boolean)) {
+      const text = partial + chunk.toString();
+      const complete = text.split('\n');
+      partial = complete.pop() ?? '';
+      for (const line of complete) {
+        // Once listening, a line is only counted, never kept: a flood writes millions of them.
+        if (line.includes('"event":"redis_unreachable"')) service.redisUnreachable += 1;
+        if (listening || line === '') continue;
         lines.push(line);
         const match = /Server listening at (http:\/\/127\.0\.0\.1:(\d+))/.exec(line);
-        if (match?.[1] !== undefined) resolve({ child, exited, url: match[1], port: Number(match[2]) });
+        if (match?.[1] === undefined) continue;
+        listening = true;
+        resolve(Object.assign(service, { url: match[1], port: Number(match[2]) }));
       }
     };
     child.stdout.on('data', onData);
@@ -380,10 +394,11 @@ async function slowQuotes(api, count, delayBound) {
  * one whose record it would have to evict. The flood is spread over `FLOOD_PROCESSES` child
  * processes (this script with --flood), so the signing client is not what limits the rate.
  * @param {Api} api
+ * @param {Service} service
  * @param {number} count
  * @param {number} budgetS
  */
-async function nonceFlood(api, count, budgetS) {
+async function nonceFlood(api, service, count, budgetS) {
   const body = JSON.stringify({ level: 'warn' });
   /** @type {{ send: () => Promise<Response>; validUntilMs: number; first: number }[]} */
   const captured = [];
@@ -409,6 +424,7 @@ async function nonceFlood(api, count, budgetS) {
     }
   };
   await capture();
+  const unreachableBefore = service.redisUnreachable;
   const startedAt = performance.now();
   let flooding = true;
   const probing = (async () => {
@@ -465,12 +481,18 @@ async function nonceFlood(api, count, budgetS) {
     probe: `up to ${count} unique-nonce requests from one key within ${budgetS} s, captured admin writes replayed throughout`,
     sent,
     floodStatuses,
+    // 422 is the schema's answer after the record was taken; 429 (over the key's rate limit) and
+    // 503 (store full) took none (docs/rules.md R61).
+    noncesRecorded: floodStatuses['422'] ?? 0,
+    countReached: sent >= count,
     floodS: round(floodS),
     floodPerS: Math.round(sent / floodS),
     capturedWrites: captured.length,
     capturedFirstStatuses: countBy(captured.map((c) => c.first)),
     replayStatuses,
     floodNonceReplayed: `${lastAgain.status} ${lastAgainMessage ?? ''}`,
+    // Each one sends the service's replay records to the database for a second (docs/rules.md R64).
+    redisJudgedUnreachable: service.redisUnreachable - unreachableBefore,
     passed:
       captured.every((c) => c.first === 200) &&
       replayed.length > 0 &&

@@ -1,6 +1,6 @@
 import type { Logger } from './logger.js';
-import { setTimeout as sleep } from 'node:timers/promises';
-import type { SharedState } from './shared-state.js';
+import { setImmediate, setTimeout as sleep } from 'node:timers/promises';
+import type { ClaimOptions, SharedState } from './shared-state.js';
 import type { Sql } from './sql.js';
 import { createMemoryTokenBuckets, type TokenBuckets } from './token-buckets.js';
 
@@ -14,6 +14,13 @@ class RedisTooSlow extends Error {
 /**
  * `call`'s answer, or RedisTooSlow once the bound has passed. The command itself is not cancelled:
  * a claim that lands in Redis late only records the key there too, the stricter side.
+ *
+ * The bound is Redis's, not this process's: when the timer fires, the replies that arrived while
+ * the event loop was busy (or the process was off the CPU) are still unread, and the loop runs
+ * timers before it reads sockets. So the verdict waits one turn for them (setImmediate runs after
+ * the sockets are read). Without that turn, a flood that made the loop late by 100 ms made Redis
+ * look down, and every request went to the database for the next replay window
+ * (docs/SECURITY.md §10a).
  */
 async function bounded<T>(call: Promise<T>): Promise<T> {
   const timer = new AbortController();
@@ -21,9 +28,11 @@ async function bounded<T>(call: Promise<T>): Promise<T> {
   try {
     return await Promise.race([
       call,
-      sleep(REDIS_REQUEST_BOUND_MS, undefined, { signal: timer.signal, ref: false }).then(() => {
-        throw new RedisTooSlow(`Redis did not answer within ${REDIS_REQUEST_BOUND_MS} ms`);
-      }),
+      sleep(REDIS_REQUEST_BOUND_MS, undefined, { signal: timer.signal, ref: false })
+        .then(() => setImmediate(undefined, { signal: timer.signal, ref: false }))
+        .then(() => {
+          throw new RedisTooSlow(`Redis did not answer within ${REDIS_REQUEST_BOUND_MS} ms`);
+        }),
     ]);
   } finally {
     timer.abort();
@@ -93,7 +102,8 @@ export async function claimInDatabase(sql: Sql, key: string, ttlMs: number): Pro
  * Claims in Redis, and in the database when Redis does not answer within its bound. Claims made in
  * the database stay there for their time to live, so for that long after Redis is back every claim
  * is made in both and granted only when both grant it: a nonce used during the outage cannot be
- * replayed once Redis returns.
+ * replayed once Redis returns. A claim that `survivesRedisOutage` is made in both always, so an
+ * outage does not forget the ones made before it either.
  */
 export function withDatabaseFallback(redisState: SharedState, sql: Sql, health: RedisHealth): SharedState {
   let databaseClaimsLiveUntilMs = 0;
@@ -103,7 +113,7 @@ export function withDatabaseFallback(redisState: SharedState, sql: Sql, health: 
   };
   return {
     ...redisState,
-    async claimOnce(key, ttlMs) {
+    async claimOnce(key: string, ttlMs: number, options?: ClaimOptions) {
       if (!health.worthAsking()) {
         health.skipped();
         return claimInDatabaseToo(key, ttlMs);
@@ -116,7 +126,7 @@ export function withDatabaseFallback(redisState: SharedState, sql: Sql, health: 
         return claimInDatabaseToo(key, ttlMs);
       }
       health.succeeded();
-      if (Date.now() >= databaseClaimsLiveUntilMs) return inRedis;
+      if (options?.survivesRedisOutage !== true && Date.now() >= databaseClaimsLiveUntilMs) return inRedis;
       // Both, even when Redis refused: the database's record must exist for the outage's instances.
       const inDatabase = await claimInDatabase(sql, redisState.prefix + key, ttlMs);
       return inRedis && inDatabase;

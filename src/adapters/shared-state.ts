@@ -12,8 +12,17 @@ export interface SharedState {
   /** The Redis connection, for components that need their own atomic script; null in memory. */
   readonly redis: Redis | null;
   /** True the first time `key` is claimed within `ttlMs`, false while an earlier claim lives (on any instance). */
-  claimOnce(key: string, ttlMs: number): Promise<boolean>;
+  claimOnce(key: string, ttlMs: number, options?: ClaimOptions): Promise<boolean>;
   close(): Promise<void>;
+}
+
+export interface ClaimOptions {
+  /**
+   * Recorded in the database too while Redis answers, not only during an outage: a claim whose
+   * replay must stay refused when Redis stops answering, which the database can refuse only if it
+   * holds the claim (docs/rules.md R64). Meaningful with the database fallback only.
+   */
+  readonly survivesRedisOutage?: boolean;
 }
 
 /**

@@ -1,8 +1,11 @@
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Logger } from '../../src/adapters/logger.js';
+import { RedisHealth, withDatabaseFallback } from '../../src/adapters/redis-fallback.js';
 import { createRedisSharedState } from '../../src/adapters/shared-state.js';
 import { messageSignedHeaders } from '../../src/domain/auth/message-signing.js';
+import { signedHeaders } from '../../src/domain/auth/signing.js';
 import { formatViolation, runAudit } from '../../src/domain/audit/audit.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { expectLedgerInvariants } from '../support/invariants.js';
@@ -57,6 +60,16 @@ function noncePayment(): { headers: Record<string, string>; body: string } {
   return { headers: { ...headers, 'content-type': 'application/json' }, body };
 }
 
+/** A signed admin write as an eavesdropper holds it: the same bytes, sent again. */
+function capturedAdminWrite() {
+  const body = JSON.stringify({ level: 'info' });
+  const headers = {
+    ...signedHeaders('admin-tool', t.secrets.get('admin-tool')?.[0] ?? '', 'PUT', '/admin/log-level', body),
+    'content-type': 'application/json',
+  };
+  return { send: () => t.app.inject({ method: 'PUT', url: '/admin/log-level', headers, payload: body }) };
+}
+
 async function send(request: { headers: Record<string, string>; body: string }) {
   const started = performance.now();
   const res = await t.app.inject({ method: 'POST', url: '/intents', headers: request.headers, payload: request.body });
@@ -101,13 +114,39 @@ describe('Redis not answering (docs/rules.md R64)', () => {
   });
 
   it('frozen (accepts, never answers): nonce-signed payments succeed within the bound, a nonce once only', async () => {
+    // Captured on the wire while Redis answers. Its record was in Redis only, so the outage's
+    // database fallback accepted it again: a flood that made Redis miss its bound replayed it.
+    const adminWrite = capturedAdminWrite();
+    expect((await adminWrite.send()).statusCode).toBe(200);
     redis.kill('SIGSTOP');
     try {
       await expectPaymentsThroughOutage();
+      const replay = await adminWrite.send();
+      expect(replay.statusCode, replay.body).toBe(401);
+      expect(replay.json().message).toBe('replayed request');
     } finally {
       redis.kill('SIGCONT');
     }
     await awaitRedisBack();
+    expect((await adminWrite.send()).statusCode).toBe(401);
+  });
+
+  it('an event loop late past the bound is not Redis down: the answer that came meanwhile is read, the database is not used', async () => {
+    const unreachable: object[] = [];
+    const log: Logger = { info: () => {}, warn: () => {}, error: (line) => unreachable.push(line), child: () => log };
+    const health = new RedisHealth(log);
+    const state = withDatabaseFallback(t.shared, t.db, health);
+    const key = `loop-late-${randomUUID()}`;
+    const claim = state.claimOnce(key, 60_000);
+    // The process busy (a flood's requests, or off the CPU on a loaded machine) for twice the bound.
+    const busyUntil = performance.now() + 200;
+    while (performance.now() < busyUntil);
+    expect(await claim).toBe(true);
+    expect(unreachable).toEqual([]);
+    expect(health.state).toBe('ok');
+    const { rows } = await t.db.query('SELECT 1 FROM replay_claims WHERE key = $1', [t.shared.prefix + key]);
+    expect(rows).toEqual([]);
+    expect(await state.claimOnce(key, 60_000)).toBe(false);
   });
 
   it('killed, then started again: payments go on, and a nonce used during the outage stays used after it', async () => {

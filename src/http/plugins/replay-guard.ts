@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import type { SharedState } from '../../adapters/shared-state.js';
+import type { ClaimOptions, SharedState } from '../../adapters/shared-state.js';
 import { apiError } from '../../domain/errors.js';
 import { SIGNATURE_WINDOW_S, sha256Hex } from '../../domain/auth/signing.js';
 
@@ -24,9 +24,9 @@ const keyOf = (kind: string, parts: readonly string[]) => `${kind}:${sha256Hex(J
  * A replay cache that cannot answer (Redis down) refuses the request with 503: accepting it could
  * accept a replay, and the caller may safely try again (docs/SECURITY.md §3).
  */
-async function claim(shared: SharedState, key: string): Promise<boolean> {
+async function claim(shared: SharedState, key: string, options?: ClaimOptions): Promise<boolean> {
   try {
-    return await shared.claimOnce(key, REPLAY_WINDOW_MS);
+    return await shared.claimOnce(key, REPLAY_WINDOW_MS, options);
   } catch {
     throw apiError('SERVICE_UNAVAILABLE', 'replay cache unavailable; try again');
   }
@@ -37,12 +37,18 @@ export async function claimNonce(shared: SharedState, serviceId: string, nonce: 
   if (!(await claim(shared, keyOf('nonce', [serviceId, nonce])))) throw apiError('UNAUTHORIZED', 'replayed nonce');
 }
 
-/** `signature` in a canonical form of its scheme (lower-case hex), so that one signature has one key. */
+/**
+ * `signature` in a canonical form of its scheme (lower-case hex), so that one signature has one key.
+ * Kept in the database as well as Redis: an admin write has no idempotency key to stop its replay,
+ * and a Redis outage (or a flood that makes Redis miss its bound) must not forget its record. Admin
+ * writes are few, so the extra round trip costs nothing a payment feels.
+ */
 export async function claimAdminWrite(
   shared: SharedState,
   serviceId: string,
   scheme: 'x-signature' | 'message',
   signature: string,
 ): Promise<void> {
-  if (!(await claim(shared, keyOf('admin-write', [serviceId, scheme, signature])))) throw apiError('UNAUTHORIZED', 'replayed request');
+  if (!(await claim(shared, keyOf('admin-write', [serviceId, scheme, signature]), { survivesRedisOutage: true })))
+    throw apiError('UNAUTHORIZED', 'replayed request');
 }
