@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildIfStale, type ServiceProcess, spawnService } from '../support/service-process.js';
 
 /**
- * What an operator does with a release, without Docker: the package as `npm pack` makes it,
+ * What an operator does with a release, without Docker: the tarball `npm run release:pack` makes,
  * installed alone in an empty directory with production dependencies only (`--omit=dev`, as the
  * Dockerfile's runtime stage), starts `payorch serve` and answers, also with tracing on
  * (OTEL_EXPORTER_OTLP_ENDPOINT, a local OTLP receiver). A runtime import of a dev dependency, a
@@ -34,8 +34,8 @@ let receiver: Server | undefined;
 beforeAll(async () => {
   await buildIfStale();
   dir = await mkdtemp(join(tmpdir(), 'payorch-packed-'));
-  // dist/ is built: the prepack builds are skipped.
-  await run(npm, ['pack', '--ignore-scripts', '--pack-destination', dir], { cwd: root, maxBuffer: 64 * 1024 * 1024 });
+  // The release as `npm run release:pack` makes it; dist/ is built.
+  await run(process.execPath, [join(root, 'scripts/pack-release.js'), dir], { cwd: root, maxBuffer: 64 * 1024 * 1024 });
   const tarballs = (await readdir(dir)).filter((name) => name.endsWith('.tgz'));
   expect(tarballs).toHaveLength(1);
   await writeFile(join(dir, 'package.json'), JSON.stringify({ name: 'packed-install-check', private: true }));
@@ -69,6 +69,10 @@ describe('the packed package installed with --omit=dev', () => {
       expect(versionsOf(installed, name), name).toEqual(versionsOf(locked, name));
     }
     expect(installed).toEqual(locked);
+    // Every package came out of the tarball's bundle: one that npm resolved from its range
+    // instead would be hoisted beside payorch.
+    const topLevel = (await readdir(join(dir, 'node_modules'))).filter((name) => !name.startsWith('.'));
+    expect(topLevel).toEqual(['payorch']);
     expect(installOutput).not.toMatch(/EBADENGINE/);
   });
 
