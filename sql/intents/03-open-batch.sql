@@ -57,15 +57,16 @@ DECLARE
   -- By batch position + 1.
   v_short_of_funds boolean[];
 BEGIN
-  IF jsonb_path_exists(p_batch, '$[*].funds') THEN
-    v_short_of_funds := ledger_surely_exceeds_credits(
-      (SELECT jsonb_agg(coalesce(e->'funds', 'null') ORDER BY ord) FROM jsonb_array_elements(p_batch) WITH ORDINALITY AS x (e, ord)));
-  END IF;
   PERFORM pg_advisory_xact_lock(p_recipient_lock_class, hashtext(current_schema() || ':' || recipient::text))
      FROM (SELECT DISTINCT (c->>'userId')::bigint AS recipient
              FROM jsonb_array_elements(p_batch) AS e, jsonb_array_elements(e->'checks') AS c
             WHERE c->>'side' = 'to'
             ORDER BY 1) AS recipients;
+  -- After the recipients' locks, which another batch may hold a while: the balances are read once they are held.
+  IF jsonb_path_exists(p_batch, '$[*].funds') THEN
+    v_short_of_funds := ledger_surely_exceeds_credits(
+      (SELECT jsonb_agg(coalesce(e->'funds', 'null') ORDER BY ord) FROM jsonb_array_elements(p_batch) WITH ORDINALITY AS x (e, ord)));
+  END IF;
   WHILE v_start < v_size LOOP
     -- The run [v_start, v_end): it stops before the first intent a check of which counts one in it.
     v_end := v_start;
