@@ -6,8 +6,16 @@
 -- intent unless its idempotency key is stored. The guard runs first, so a refused intent never
 -- exists, and it runs after the earlier elements were inserted, so their usage counts (two payments
 -- to one recipient in one batch meet that recipient's limit as they would one after the other).
--- Returns one element per input, in order: {"createdAt": …}, {"duplicate": true} or the guard's
--- refusal ({"refusal": "locked"} / {"refusal": "limit", …}).
+-- Returns one element per input, in order: {"createdAt": …}, {"duplicate": true}, the guard's
+-- refusal ({"refusal": "locked"} / {"refusal": "limit", …}) or {"refusal": "funds"}.
+--
+-- Funds are checked here too, as limits are (docs/design.md#hot-funds-at-opening): an element may carry "funds", the
+-- transfer that opens its payment with what the batch's earlier payments credit its payer
+-- (ledger_surely_exceeds_credits, sql/ledger/14-funds.sql). One the ledger would refuse whatever
+-- the rest of the batch does is answered {"refusal": "funds"} once its guard has passed (the
+-- guard's refusals come first, as before), and is never inserted: its payment stays out of the
+-- ledger call, so a batch holding refusals is planned and written as one that applies, and
+-- nothing is deleted again. A refusal that depends on the batch is still the ledger's.
 --
 -- Recipient limits (checks with side 'to') are exact across concurrent transactions too: the batch
 -- first waits for a transaction-scoped lock per such recipient (class p_recipient_lock_class), all
@@ -46,12 +54,19 @@ DECLARE
   v_to bigint[];
   v_item jsonb;
   v_created jsonb;
+  -- By batch position + 1.
+  v_short_of_funds boolean[];
 BEGIN
   PERFORM pg_advisory_xact_lock(p_recipient_lock_class, hashtext(current_schema() || ':' || recipient::text))
      FROM (SELECT DISTINCT (c->>'userId')::bigint AS recipient
              FROM jsonb_array_elements(p_batch) AS e, jsonb_array_elements(e->'checks') AS c
             WHERE c->>'side' = 'to'
             ORDER BY 1) AS recipients;
+  -- After the recipients' locks, which another batch may hold a while: the balances are read once they are held.
+  IF jsonb_path_exists(p_batch, '$[*].funds') THEN
+    v_short_of_funds := ledger_surely_exceeds_credits(
+      (SELECT jsonb_agg(coalesce(e->'funds', 'null') ORDER BY ord) FROM jsonb_array_elements(p_batch) WITH ORDINALITY AS x (e, ord)));
+  END IF;
   WHILE v_start < v_size LOOP
     -- The run [v_start, v_end): it stops before the first intent a check of which counts one in it.
     v_end := v_start;
@@ -69,6 +84,9 @@ BEGIN
     FOR v_index IN v_start .. v_end - 1 LOOP
       v_item := p_batch->v_index;
       v_results[v_index + 1] := intent_guard(p_lock_class, (v_item->>'payer')::bigint, (v_item->'intent'->>'id')::uuid, v_item->'checks');
+      IF v_results[v_index + 1] IS NULL AND v_short_of_funds[v_index + 1] THEN
+        v_results[v_index + 1] := '{"refusal": "funds"}';
+      END IF;
     END LOOP;
 
     -- Only the columns a new intent sets: the rest keep their defaults. In batch order, so of two

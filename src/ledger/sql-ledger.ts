@@ -244,3 +244,29 @@ function assertBatchSize(size: number): void {
 function assertLookupSize(size: number): void {
   assert.ok(size <= lookupSizeMax, `lookup of ${size} exceeds lookupSizeMax ${lookupSizeMax}`);
 }
+
+/**
+ * What ledger_surely_exceeds_credits (sql/ledger/14-funds.sql) reads for a batch about to be sent
+ * as one ledger call, group after group (a payment's transfers): for each group, its first
+ * transfer when that is a new one, with every amount the earlier groups credit its debit account;
+ * null for the others. All null when a transfer resolves a reservation stored before the batch,
+ * whose release that bound does not see.
+ */
+export function fundsCheckEvents(groups: ReadonlyArray<readonly TransferInput[]>): Array<Record<string, string | number | null> | null> {
+  const madeInBatch = new Set(groups.flatMap((group) => group.map((transfer) => transfer.id)));
+  if (groups.some((group) => group.some((transfer) => transfer.pendingId !== undefined && !madeInBatch.has(transfer.pendingId))))
+    return groups.map(() => null);
+  const credited = new Map<string, bigint>();
+  return groups.map((group) => {
+    const first = group[0];
+    const event =
+      first === undefined || first.pendingId !== undefined || first.debitAccountId === undefined
+        ? null
+        : { ...toTransferEvent(first), credited_before: (credited.get(first.debitAccountId) ?? 0n).toString() };
+    for (const transfer of group) {
+      if (transfer.creditAccountId !== undefined && transfer.amount !== undefined)
+        credited.set(transfer.creditAccountId, (credited.get(transfer.creditAccountId) ?? 0n) + transfer.amount);
+    }
+    return event;
+  });
+}

@@ -4,8 +4,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database, Sql } from '../../src/adapters/database.js';
 import { checkLedgerInvariants } from '../../src/ledger/invariants.js';
 import { AccountFlags, type CreateTransferResult, LEDGER_THB, type TransferInput, TransferFlags } from '../../src/ledger/ledger.js';
-import { SqlLedger, toTransferEvent } from '../../src/ledger/sql-ledger.js';
+import { SqlLedger } from '../../src/ledger/sql-ledger.js';
 import { openTestDatabase } from '../support/database.js';
+import { eventByEventAnswers } from '../support/event-by-event.js';
 
 /**
  * A batch of payments in which some payers lack the funds keeps the ledger's set-based path
@@ -72,24 +73,6 @@ function payment(pool: Pool, payer: string, payee: string, amount: bigint): Tran
   ];
 }
 
-/** What the event-by-event path answers for the batch, rolled back. */
-async function eventByEvent(batch: readonly TransferInput[]): Promise<CreateTransferResult[]> {
-  const rolledBack = new Error('rolled back');
-  let answers: CreateTransferResult[] = [];
-  await db
-    .transaction(async (tx) => {
-      const { rows } = await tx.query<{ results: CreateTransferResult[] }>(`SELECT ledger_run_batch('transfer', $1::jsonb) AS results`, [
-        JSON.stringify(batch.map(toTransferEvent)),
-      ]);
-      answers = rows[0]?.results ?? [];
-      throw rolledBack;
-    })
-    .catch((error: unknown) => {
-      if (error !== rolledBack) throw error;
-    });
-  return answers;
-}
-
 /** The batch through SqlLedger, with how often the plan and the event-by-event loop ran. */
 async function throughLedger(batch: readonly TransferInput[]) {
   return db.transaction(async (tx) => {
@@ -127,7 +110,7 @@ describe('payments refused for funds in a batch of paying ones', () => {
       ...payment(pool, f, e, 1_500n),
       ...payment(pool, b, x, 5n),
     ];
-    const expected = await eventByEvent(batch);
+    const expected = await eventByEventAnswers(db, batch);
     // The event-by-event path refuses four reservations, and each settlement chain that posts one.
     expect(expected.filter((r) => r.result === 'exceeds_credits').map((r) => r.index)).toEqual([4, 12, 20, 28]);
 
@@ -149,7 +132,7 @@ describe('payments refused for funds in a batch of paying ones', () => {
     // payment of 60 would have fitted, so it cannot be decided from the plan, and is refused by
     // the running sums once a's payment is known refused.
     const batch = [...payment(pool, a, b, FUNDING), ...payment(pool, a, x, 100n), ...payment(pool, x, b, 60n), ...payment(pool, b, a, 10n)];
-    const expected = await eventByEvent(batch);
+    const expected = await eventByEventAnswers(db, batch);
     const { results } = await throughLedger(batch);
     expect(resultsOnly(results)).toEqual(resultsOnly(expected));
     expect(expected.filter((r) => r.result === 'exceeds_credits').map((r) => r.index)).toEqual([4, 8]);
@@ -190,7 +173,7 @@ describe('random batches with refusals that depend on each other', () => {
           const to = (payer + payee) % WALLETS;
           return payment(pool, wallets[payer]!, wallets[to]!, amount);
         });
-        const expected = await eventByEvent(batch);
+        const expected = await eventByEventAnswers(db, batch);
         const { results } = await throughLedger(batch);
         expect(resultsOnly(results)).toEqual(resultsOnly(expected));
         expect(await checkLedgerInvariants(db)).toEqual([]);

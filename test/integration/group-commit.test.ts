@@ -159,7 +159,7 @@ describe('a burst of payments committed together', () => {
     expect(lost[`${t.db.kind === 'pglite' ? 'with-close' : 'with-open'} lost`]).toBeGreaterThanOrEqual(1);
   });
 
-  it('on PGlite, a lost bet on the closing statement is not placed again until eight batches in a row would have won it', async () => {
+  it('a payment refused for funds as its intent is opened loses the bet that every intent opens: the next eight batches are sent without a bet, the ninth bets again', async () => {
     // One payment at a time: each is a batch of its own.
     const paySettled = async (n: number) => {
       for (let i = 0; i < n; i += 1) {
@@ -168,24 +168,27 @@ describe('a burst of payments committed together', () => {
         expect(res.json().status).toBe('SETTLED');
       }
     };
-    const pglite = t.db.kind === 'pglite';
+    const boldest = t.db.kind === 'pglite' ? 'with-close' : 'with-open';
     await paySettled(8);
 
     let before = await bets();
     const refused = await pay(UNFUNDED[0]!, RECIPIENTS[24]!, 3);
     expect(refused.statusCode, refused.body).toBe(422);
     expect(refused.json().error).toBe('INSUFFICIENT_FUNDS');
-    // PostgreSQL's bet is only that the intent opens, which it did.
-    expect(betsSince(before, await bets())).toEqual(pglite ? { 'with-close lost': 1 } : { 'with-open won': 1 });
+    // The payer's funds are checked at the opening, as its limits are: its payment never opened,
+    // and the batches after it send their ledger call once they know which payments did.
+    expect(betsSince(before, await bets())).toEqual({ [`${boldest} lost`]: 1 });
 
     before = await bets();
     await paySettled(8);
-    expect(betsSince(before, await bets()), 'sent without the bet on the closing statement').toEqual({ 'with-open won': 8 });
+    expect(betsSince(before, await bets()), 'sent without a bet').toEqual({ 'after-open none': 8 });
     before = await bets();
     await paySettled(1);
-    expect(betsSince(before, await bets()), 'the ninth bets again').toEqual(pglite ? { 'with-close won': 1 } : { 'with-open won': 1 });
+    expect(betsSince(before, await bets()), 'the ninth bets again').toEqual({ [`${boldest} won`]: 1 });
 
     expect(await balance(t, `user.${UNFUNDED[0]}.THB`)).toBe(0n);
+    const { rows } = await t.db.query<{ n: number }>('SELECT count(*)::int AS n FROM intents WHERE from_user_id = $1', [UNFUNDED[0]]);
+    expect(rows[0]!.n, 'the refused payment left no intent').toBe(0);
     await expectLedgerInvariants(t.db);
   });
 

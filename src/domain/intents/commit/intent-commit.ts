@@ -1,6 +1,7 @@
 import type { Database, Sql, Tx } from '../../../adapters/database.js';
 import { withIntentIds } from '../../../adapters/tracing.js';
 import type { CreateTransferResult, Ledger, TransferInput } from '../../../ledger/ledger.js';
+import { fundsCheckEvents } from '../../../ledger/sql-ledger.js';
 import { type ApiError, apiError, assertNever } from '../../errors.js';
 import { ledgerResultsPerIntent, moneyOutcomeOf, voidRefusedChains } from '../money/apply-transfers.js';
 import { checkJson, type Guard, type GuardRefusal, recipientLimitKeysOf, refusalError } from './guard.js';
@@ -157,7 +158,8 @@ function walletKeysOf(intent: NewIntent): string[] {
   return keys;
 }
 
-type Opened = { createdAt: string } | { duplicate: true } | GuardRefusal;
+/** funds: the ledger would refuse the payment's reservation whatever the batch does (sql/ledger/14-funds.sql). */
+type Opened = { createdAt: string } | { duplicate: true } | GuardRefusal | { refusal: 'funds' };
 
 /** A batch's outcomes, and what it showed of the bets on its ledger call (LedgerCallChoice). */
 export interface BatchCommitted {
@@ -202,7 +204,7 @@ export async function commitBatch(
   const opened = await opening;
   const outcomes: Array<CommitOutcome | null> = opened.map((o, i) => {
     if ('duplicate' in o) return { kind: 'duplicate' };
-    if ('refusal' in o) return { kind: 'refused', error: refusalError(o, batch[i]!.guard) };
+    if ('refusal' in o) return { kind: 'refused', error: o.refusal === 'funds' ? insufficientFunds() : refusalError(o, batch[i]!.guard) };
     return null;
   });
   const everyOpened = outcomes.every((outcome) => outcome === null);
@@ -252,11 +254,18 @@ export async function commitBatch(
   };
 }
 
+/**
+ * intent_open_batch: every intent guarded, and inserted unless its key is stored or it is refused.
+ * Each payment whose reservation the ledger would refuse whatever the batch does is refused for
+ * funds here (docs/design.md#hot-funds-at-opening), so that it stays out of the ledger call.
+ */
 async function openBatch(tx: Sql, batch: readonly IntentCommit[]): Promise<Opened[]> {
-  const items = batch.map(({ intent, guard }) => ({
+  const funds = fundsCheckEvents(batch.map((item) => item.transfers));
+  const items = batch.map(({ intent, guard }, index) => ({
     intent: newIntentRow(intent),
     payer: guard.payerUserId,
     checks: guard.checks.map(checkJson),
+    ...(funds[index] ? { funds: funds[index] } : {}),
   }));
   const { rows } = await tx.query<{ opened: Opened[] }>('SELECT intent_open_batch($1, $2, $3::jsonb) AS opened', [
     PAYER_LOCK_CLASS,
@@ -268,7 +277,9 @@ async function openBatch(tx: Sql, batch: readonly IntentCommit[]): Promise<Opene
   return opened;
 }
 
+const insufficientFunds = () => apiError('INSUFFICIENT_FUNDS', 'the source account lacks funds for this payment');
+
 function reservationError(failure: CreateTransferResult): ApiError {
-  if (failure.result === 'exceeds_credits') return apiError('INSUFFICIENT_FUNDS', 'the source account lacks funds for this payment');
+  if (failure.result === 'exceeds_credits') return insufficientFunds();
   return apiError('LEDGER_TRANSFER_ERROR', `ledger refused the reservation: ${failure.result}`);
 }

@@ -28,7 +28,10 @@ const WINS_BEFORE_BET = 8;
 
 /** What a batch showed, whatever it was sent with. */
 export interface BatchEvidence {
-  /** No duplicate key and no refusal by the guard (a limit, a payer's lock): 'with-open' stood or would have. */
+  /**
+   * No duplicate key and no refusal at the opening (a limit, a payer's lock, funds the ledger would
+   * refuse anyway): 'with-open' stood or would have.
+   */
   readonly everyOpened: boolean;
   /** Every intent opened and every transfer applied: 'with-close' stood or would have. */
   readonly everyApplied: boolean;
@@ -36,9 +39,10 @@ export interface BatchEvidence {
 
 /**
  * Which ledger call the next batch is sent with: the boldest allowed whose bet the last
- * WINS_BEFORE_BET batches in a row won or would have won. A refusal of funds holds back
- * 'with-close' only; a replay (a key already stored) or a limit holds back 'with-open' as well,
- * and the batch goes 'after-open'. It starts betting: one lost bet is all a service that starts
+ * WINS_BEFORE_BET batches in a row won or would have won. A refusal of funds the ledger decides (a
+ * payer paid earlier in the batch) holds back 'with-close' only; a replay (a key already stored),
+ * a limit or a refusal of funds decided at the opening holds back 'with-open' as well, and the
+ * batch goes 'after-open': its ledger call then holds only payments that can apply. It starts betting: one lost bet is all a service that starts
  * into refusals or retries pays.
  */
 export class LedgerCallChoice {
