@@ -469,10 +469,9 @@ describe('PSP worker and outbox over HTTP against the simulator', () => {
     for (const id of ids) {
       expect(await intentOf(t, id)).toMatchObject({ status: 'SETTLED', failureReason: null });
       const trail = await trailOf(t, id);
-      expect(trail.slice(-2)).toEqual([
-        ['CONFIRM_PENDING', 'CONFIRMED'],
-        ['AUTHORIZED', 'SETTLED'],
-      ]);
+      // CONFIRMED by the confirm's answer or, when the short test time-out cut it, by an inquiry.
+      expect(trail.at(-2)?.[1]).toBe('CONFIRMED');
+      expect(trail.at(-1)).toEqual(['AUTHORIZED', 'SETTLED']);
       expect(trail.filter(([, to]) => to === 'SETTLED')).toHaveLength(1);
       const { rows } = await t.db.query<{ n: number }>('SELECT count(*)::int AS n FROM transactions WHERE intent_id = $1', [id]);
       expect(rows[0]?.n).toBe(2);

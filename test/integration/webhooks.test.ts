@@ -234,6 +234,8 @@ describe('webhooks', () => {
     const leaseMs = loadConfig({}).webhookLeaseMs;
     expect(leaseMs).toBeLessThanOrEqual(3_000);
     const id = await pay(payer, recipient);
+    // Its events in the feed first (on PostgreSQL the feed follows the commits).
+    await feed();
     // What a killed process leaves behind: its claims, with nobody renewing them.
     await takeFeedPage(t.db, 'wallet-api', 500, new CursorSeal(t.config.cursorSealSecret));
     const claimedAt = Date.now();
@@ -267,6 +269,7 @@ describe('webhooks', () => {
     };
     const id = await pay(payer, recipient);
     const sent = () => receiver.requests.filter((r) => r.event?.intentId === id).length;
+    await feed();
     const slowRun = slow.runOnce();
     await runUntil(
       () => Promise.resolve(),
