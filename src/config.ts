@@ -49,6 +49,8 @@ export interface Config {
   readonly pspWorkerIntervalMs: number;
   /** How long a PSP worker's claim on an intent lasts (PSP_LEASE_MS). */
   readonly pspLeaseMs: number;
+  /** How long a webhook worker's claim on a delivery lasts without renewal (WEBHOOK_LEASE_MS). */
+  readonly webhookLeaseMs: number;
   readonly outboxIntervalMs: number;
   readonly expirySweepIntervalMs: number;
   readonly balanceMonitorIntervalMs: number;
@@ -203,6 +205,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     pspWorkerIntervalMs: integer(env, 'PSP_WORKER_INTERVAL_MS', 1000, 1),
     // Covers one PSP step: a provider call of 3 attempts × 3000 ms plus backoff, with room to spare.
     pspLeaseMs: integer(env, 'PSP_LEASE_MS', 3_000, 1),
+    webhookLeaseMs: integer(env, 'WEBHOOK_LEASE_MS', 3_000, 1),
     outboxIntervalMs: integer(env, 'OUTBOX_INTERVAL_MS', 1000, 1),
     expirySweepIntervalMs: integer(env, 'EXPIRY_SWEEP_INTERVAL_MS', 30_000, 1),
     balanceMonitorIntervalMs: integer(env, 'BALANCE_MONITOR_INTERVAL_MS', 60_000, 1),

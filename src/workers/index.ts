@@ -112,7 +112,7 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
     secrets: deps.secrets,
     log: log.child({ worker: 'webhooks' }),
     cursors,
-    settings: { ...WEBHOOK_DEFAULTS, retryBaseMs: config.webhookRetryBaseMs },
+    settings: { ...WEBHOOK_DEFAULTS, retryBaseMs: config.webhookRetryBaseMs, leaseMs: config.webhookLeaseMs },
     ...metrics,
   });
   const statements = createStatementReconciliationWorker({

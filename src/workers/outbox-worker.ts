@@ -6,8 +6,11 @@ import {
   type DeferredOutcome,
   lockIntent,
   PENDING_EXPIRED_REASON,
+  lockIntents,
   releaseReservation,
+  type SettleRequest,
   settleReservation,
+  settleReservations,
 } from '../domain/intents/money/deferred-money.js';
 import type { Intent } from '../domain/intents/store/intent-store.js';
 import type { OutboxKind, OutboxPayload } from '../domain/intents/store/outbox-jobs.js';
@@ -19,7 +22,8 @@ import { INTENT_ID_ATTRIBUTE, inSpan, withIntentIds } from '../adapters/tracing.
 /**
  * The outbox worker carries out the money work that status changes queued: post_pending settles
  * a reservation (AUTHORIZED or MANUAL_REVIEW → SETTLED), void_pending releases one (→ FAILED).
- * Each job's ledger call, status change, audit row and completion commit in one transaction.
+ * Each job's ledger call, status change, audit row and completion commit in one transaction; the
+ * settle jobs of a run share one (settleTogether), and any that cannot go with it get their own.
  *
  * Exactly one active instance (docs/rules.md, Outbox, R68): the leader holds a lease row and
  * renews it on every tick; the others stay standby and try it on every tick, so one of them takes
@@ -176,30 +180,121 @@ async function runAsLeader(deps: OutboxWorkerDeps): Promise<OutboxRun> {
   return { leader: true, jobsDone, jobsFailed, expired };
 }
 
-/** One batch of due jobs, carried out side by side. */
+interface DueJob {
+  readonly id: bigint;
+  readonly intentId: string;
+}
+
+/**
+ * One batch of due jobs. Its settle jobs go together (settleTogether): one transaction and one
+ * ledger call for them all, which is what lets one workers process settle as fast as its PSP
+ * worker confirms; the other jobs run side by side, each its own transaction.
+ */
 async function runDueJobs(deps: OutboxWorkerDeps): Promise<{ done: number; failed: number; taken: number }> {
-  const { rows } = await deps.db.query<{ id: bigint; intent_id: string }>(
-    'SELECT id, intent_id FROM outbox WHERE done_at IS NULL AND run_at <= now() ORDER BY run_at, id LIMIT $1',
+  const { rows } = await deps.db.query<{ id: bigint; intent_id: string; kind: OutboxKind }>(
+    'SELECT id, intent_id, kind FROM outbox WHERE done_at IS NULL AND run_at <= now() ORDER BY run_at, id LIMIT $1',
     [deps.settings.batchSizeMax],
   );
   let jobsDone = 0;
   let jobsFailed = 0;
+  const count = (result: JobOutcome) => {
+    if (result === 'done') jobsDone += 1;
+    if (result === 'failed') jobsFailed += 1;
+  };
+  const settles = rows.filter((row) => row.kind === 'post_pending').map((row) => ({ id: row.id, intentId: row.intent_id }));
+  const queue: DueJob[] = rows.filter((row) => row.kind !== 'post_pending').map((row) => ({ id: row.id, intentId: row.intent_id }));
   // Jobs run side by side, each its own short transaction. A job locks its intent, then its
   // accounts in the ledger's id order, so two jobs never wait for each other in a circle. One job
   // at a time (a commit each) held a workers process at about 24 settled payouts a second.
-  const queue = [...rows];
   const lane = async () => {
-    for (let job = queue.shift(); job !== undefined; job = queue.shift()) {
-      const { id, intent_id: intentId } = job;
-      const result = await inSpan('outbox job', { [INTENT_ID_ATTRIBUTE]: intentId, 'payorch.outbox.job_id': String(id) }, () =>
-        withIntentIds([intentId], () => runJob(deps, id, intentId)),
-      );
-      if (result === 'done') jobsDone += 1;
-      if (result === 'failed') jobsFailed += 1;
-    }
+    for (let job = queue.shift(); job !== undefined; job = queue.shift()) count(await runOneJob(deps, job));
   };
-  await Promise.all(Array.from({ length: Math.min(JOBS_IN_FLIGHT, rows.length) }, lane));
+  const together = async () => {
+    if (settles.length === 0) return;
+    const { results, alone } = await settleTogether(deps, settles);
+    for (const result of results) count(result);
+    // Left to their own transactions: the batch failed, or these could not go with it.
+    queue.push(...alone);
+    await lane();
+  };
+  await Promise.all([together(), ...Array.from({ length: Math.min(JOBS_IN_FLIGHT, queue.length) }, lane)]);
   return { done: jobsDone, failed: jobsFailed, taken: rows.length };
+}
+
+type JobOutcome = 'done' | 'skipped' | 'failed';
+
+const runOneJob = (deps: OutboxWorkerDeps, { id, intentId }: DueJob): Promise<JobOutcome> =>
+  inSpan('outbox job', { [INTENT_ID_ATTRIBUTE]: intentId, 'payorch.outbox.job_id': String(id) }, () =>
+    withIntentIds([intentId], () => runJob(deps, id, intentId)),
+  );
+
+/**
+ * Settle jobs carried out together in one transaction: their intents locked in id order (so two
+ * batches, or a batch and a single job, never wait for each other in a circle), then their jobs,
+ * then settleReservations' one ledger call and set-based writes, then the jobs marked done. The
+ * same locks and guards as a single job, so each intent still settles exactly once. What cannot
+ * go with the batch is answered in `alone` for a transaction of its own, which records its
+ * failure and retry as for any job: an intent the ledger refused, one not in a status to settle
+ * from, a missing intent, and every job of a batch whose transaction failed.
+ */
+async function settleTogether(deps: OutboxWorkerDeps, jobs: readonly DueJob[]): Promise<{ results: JobOutcome[]; alone: DueJob[] }> {
+  const intentIds = jobs.map((job) => job.intentId);
+  let settled: { results: JobOutcome[]; alone: DueJob[]; announced: JobResult[] };
+  try {
+    settled = await inSpan('outbox settle batch', { 'payorch.outbox.jobs': jobs.length }, () =>
+      withIntentIds(intentIds, () =>
+        deps.db.transaction(async (tx) => {
+          const intents = await lockIntents(tx, intentIds);
+          const { rows: locked } = await tx.query<LockedJob & { intent_id: string }>(
+            'SELECT id, kind, payload, intent_id FROM outbox WHERE id = ANY($1::bigint[]) AND done_at IS NULL FOR UPDATE SKIP LOCKED',
+            [jobs.map((job) => job.id.toString())],
+          );
+          const alone: DueJob[] = [];
+          const requests: (SettleRequest & { job: LockedJob })[] = [];
+          for (const job of locked) {
+            const intent = intents.get(job.intent_id);
+            if (job.kind === 'post_pending' && intent !== undefined && settlesFrom(intent))
+              requests.push({ intent, payload: settlePayload(job), job });
+            else alone.push({ id: job.id, intentId: job.intent_id });
+          }
+          const { outcomes, refused } = await settleReservations(deps.ledger, tx, requests, SETTLE_FROM);
+          const finished = requests.filter(({ intent }) => outcomes.has(intent.id));
+          for (const { intent, job } of requests) if (refused.has(intent.id)) alone.push({ id: job.id, intentId: intent.id });
+          const done = await tx.query(
+            'UPDATE outbox SET done_at = now(), attempts = attempts + 1, last_error = NULL WHERE id = ANY($1::bigint[]) AND done_at IS NULL',
+            [finished.map(({ job }) => job.id.toString())],
+          );
+          if (done.rowCount !== finished.length) throw new Error(`outbox jobs of a settle batch were completed under their own locks`);
+          // Jobs that were not locked are done meanwhile, or another worker has them.
+          const skipped = jobs.length - locked.length;
+          const announced = finished.map(({ intent, job }): JobResult => {
+            const outcome = outcomes.get(intent.id);
+            assert.ok(outcome !== undefined);
+            return { kind: job.kind, intent, outcome };
+          });
+          return {
+            results: [...announced.map((): JobOutcome => 'done'), ...Array.from({ length: skipped }, (): JobOutcome => 'skipped')],
+            alone,
+            announced,
+          };
+        }),
+      ),
+    );
+  } catch (error) {
+    deps.log.warn({ event: 'outbox_settle_batch_failed', jobs: jobs.length, err: error }, 'settle batch failed; its jobs run one by one');
+    return { results: [], alone: [...jobs] };
+  }
+  for (const result of settled.announced) announce(deps, result);
+  return { results: settled.results, alone: settled.alone };
+}
+
+const SETTLE_FROM = ['AUTHORIZED', 'MANUAL_REVIEW'] as const;
+const settlesFrom = (intent: Intent) => intent.status === 'SETTLED' || (SETTLE_FROM as readonly string[]).includes(intent.status);
+
+/** The SETTLED event's payload: an operator's resolution when the job came from one. */
+function settlePayload(job: LockedJob): Record<string, unknown> | null {
+  const { resolvedBy, reason } = job.payload;
+  return resolvedBy === undefined ? null : { resolution: 'CONFIRMED', resolvedBy, ...(reason === undefined ? {} : { reason }) };
 }
 
 async function expireReservations(deps: OutboxWorkerDeps): Promise<number> {
@@ -226,7 +321,7 @@ interface JobResult {
   readonly outcome: DeferredOutcome;
 }
 
-async function runJob(deps: OutboxWorkerDeps, jobId: bigint, intentId: string): Promise<'done' | 'skipped' | 'failed'> {
+async function runJob(deps: OutboxWorkerDeps, jobId: bigint, intentId: string): Promise<JobOutcome> {
   let result: JobResult | null;
   try {
     result = await deps.db.transaction(async (tx) => {
@@ -257,16 +352,11 @@ async function runJob(deps: OutboxWorkerDeps, jobId: bigint, intentId: string): 
 }
 
 function carryOut(deps: OutboxWorkerDeps, tx: Sql, job: LockedJob, intent: Intent): Promise<DeferredOutcome> {
-  const fromStatuses = ['AUTHORIZED', 'MANUAL_REVIEW'] as const;
   switch (job.kind) {
-    case 'post_pending': {
-      const { resolvedBy, reason } = job.payload;
-      const payload =
-        resolvedBy === undefined ? null : { resolution: 'CONFIRMED', resolvedBy, ...(reason === undefined ? {} : { reason }) };
-      return settleReservation(deps.ledger, tx, intent, { fromStatuses, payload });
-    }
+    case 'post_pending':
+      return settleReservation(deps.ledger, tx, intent, { fromStatuses: SETTLE_FROM, payload: settlePayload(job) });
     case 'void_pending':
-      return releaseReservation(deps.ledger, tx, intent, { fromStatuses, reason: job.payload.reason ?? PSP_FAILED_REASON });
+      return releaseReservation(deps.ledger, tx, intent, { fromStatuses: SETTLE_FROM, reason: job.payload.reason ?? PSP_FAILED_REASON });
     default:
       return assertNever(job.kind);
   }

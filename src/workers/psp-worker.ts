@@ -16,6 +16,7 @@ import type { OutboxKind, OutboxPayload } from '../domain/intents/store/outbox-j
 import { PSP_ACTIVE_SUB_STATES, type PspSubState } from '../domain/intents/store/state-machine.js';
 import type { Logger } from '../adapters/logger.js';
 import { INTENT_ID_ATTRIBUTE, inSpan, withIntentIds } from '../adapters/tracing.js';
+import { LeaseHeartbeat } from './lease-heartbeat.js';
 
 /**
  * The PSP worker drives PSPX payouts through their sub-states (docs/rules.md, PSP sub-states):
@@ -149,7 +150,12 @@ export function createPspWorker(deps: PspWorkerDeps): PspWorker {
     settings.batchSizeMax > 0 && settings.leaseMs > 0 && settings.inquiriesMax > 0 && settings.concurrencyMax > 0,
     'PSP worker limits must be > 0',
   );
-  const heartbeat = new Heartbeat(deps);
+  const heartbeat = new LeaseHeartbeat<string>({
+    leaseMs: settings.leaseMs,
+    renew: (held) => renewPayoutLeases(deps.db, { ids: [...held.keys()], owners: [...held.values()] }, settings.leaseMs),
+    log: deps.log,
+    name: 'psp',
+  });
   const active = new Set<Promise<void>>();
   let running: Promise<number> | null = null;
 
@@ -157,12 +163,12 @@ export function createPspWorker(deps: PspWorkerDeps): PspWorker {
   const claimAndDrive = async (limit: number): Promise<Promise<void>[]> => {
     const claims = await claimBatch(deps, randomUUID(), limit);
     return claims.map((claim) => {
-      heartbeat.hold(claim);
+      heartbeat.hold(claim.id, claim.token);
       deps.metrics?.pspInFlight.inc();
       const driven = inSpan('psp drive', { [INTENT_ID_ATTRIBUTE]: claim.id, 'payorch.psp_state': claim.state }, () =>
         withIntentIds([claim.id], () => drive(deps, claim)),
       ).finally(() => {
-        heartbeat.drop(claim);
+        void heartbeat.drop(claim.id, claim.token);
         deps.metrics?.pspInFlight.dec();
         active.delete(driven);
       });
@@ -261,56 +267,6 @@ function startPump(
       await Promise.all([...active]);
     },
   };
-}
-
-/**
- * Renews the leases this worker holds every third of a lease, independent of how long their
- * provider calls take. A failed renewal is logged once until one succeeds again: the guarded writes,
- * not the heartbeat, keep a payout's moves single, so a lease that lapses meanwhile costs only a
- * takeover.
- */
-class Heartbeat {
-  private readonly held = new Map<string, string>();
-  private timer: NodeJS.Timeout | null = null;
-  private beating = false;
-  private failing = false;
-
-  constructor(private readonly deps: PspWorkerDeps) {}
-
-  hold(claim: Claim): void {
-    this.held.set(claim.id, claim.token);
-    if (this.timer !== null) return;
-    this.timer = setInterval(() => void this.beat(), Math.max(1, Math.floor(this.deps.settings.leaseMs / 3)));
-    // Only payouts in flight keep the process alive, not their heartbeat.
-    this.timer.unref();
-  }
-
-  drop(claim: Claim): void {
-    if (this.held.get(claim.id) === claim.token) this.held.delete(claim.id);
-    if (this.held.size === 0 && this.timer !== null) {
-      clearInterval(this.timer);
-      this.timer = null;
-    }
-  }
-
-  private async beat(): Promise<void> {
-    if (this.beating || this.held.size === 0) return;
-    this.beating = true;
-    try {
-      await renewPayoutLeases(this.deps.db, { ids: [...this.held.keys()], owners: [...this.held.values()] }, this.deps.settings.leaseMs);
-      if (this.failing) this.deps.log.info({ event: 'psp_heartbeat_restored' }, 'PSP worker renews its leases again');
-      this.failing = false;
-    } catch (error) {
-      if (!this.failing)
-        this.deps.log.warn(
-          { event: 'psp_heartbeat_failed', err: error },
-          'PSP worker could not renew its leases; they lapse unless it recovers',
-        );
-      this.failing = true;
-    } finally {
-      this.beating = false;
-    }
-  }
 }
 
 async function claimBatch(deps: PspWorkerDeps, token: string, limit: number): Promise<Claim[]> {

@@ -11,8 +11,10 @@ import {
   type FailedOutcome,
   recordFailedAttempt,
   servicesWithWebhooks,
+  renewDeliveryLeases,
   takeFeedPage,
 } from '../domain/events/webhooks/deliveries.js';
+import { LeaseHeartbeat } from './lease-heartbeat.js';
 import { WEBHOOK_RETRY_WINDOW_MS, webhookIsDead, webhookRetryDelayMs } from '../domain/events/webhooks/retry-schedule.js';
 
 /**
@@ -32,7 +34,10 @@ export interface WebhookWorkerSettings {
   readonly roundsMax: number;
   /** No answer within this is a failed attempt (R55: 10 s). */
   readonly timeoutMs: number;
-  /** A claimed row is left alone this long; longer than the timeout, so only a dead worker's claim runs out. */
+  /**
+   * A claimed row is left alone this long without a heartbeat (WEBHOOK_LEASE_MS); the live worker
+   * renews it every third of it for as long as the attempt lasts, so only a dead worker's claim runs out.
+   */
   readonly leaseMs: number;
   readonly retryBaseMs: number;
   readonly retryWindowMs: number;
@@ -43,7 +48,7 @@ export const WEBHOOK_DEFAULTS = {
   feedPageSizeMax: 500,
   roundsMax: 20,
   timeoutMs: 10_000,
-  leaseMs: 30_000,
+  leaseMs: 3_000,
   retryBaseMs: 1000,
   retryWindowMs: WEBHOOK_RETRY_WINDOW_MS,
 } as const satisfies WebhookWorkerSettings;
@@ -98,9 +103,18 @@ type AttemptResult = { readonly outcome: 'acknowledged' } | { readonly outcome: 
 
 export function createWebhookWorker(deps: WebhookWorkerDeps): WebhookWorker {
   const { db, settings, log } = deps;
-  assert.ok(settings.leaseMs > settings.timeoutMs, 'a lease must outlast the attempt it covers');
-  assert.ok(settings.batchSizeMax > 0 && settings.roundsMax > 0 && settings.feedPageSizeMax > 0, 'webhook limits must be > 0');
+  assert.ok(
+    settings.leaseMs > 0 && settings.batchSizeMax > 0 && settings.roundsMax > 0 && settings.feedPageSizeMax > 0,
+    'webhook limits must be > 0',
+  );
   const send = deps.fetch ?? fetch;
+  // Each held delivery with the attempt it was claimed for: a later claim counts another attempt.
+  const heartbeat = new LeaseHeartbeat<number>({
+    leaseMs: settings.leaseMs,
+    renew: (held) => renewDeliveryLeases(db, { ids: [...held.keys()], attempts: [...held.values()] }, settings.leaseMs),
+    log,
+    name: 'webhook',
+  });
 
   async function attempt(delivery: ClaimedDelivery): Promise<AttemptResult> {
     const secret = deps.secrets().get(delivery.serviceId)?.[0];
@@ -129,7 +143,15 @@ export function createWebhookWorker(deps: WebhookWorkerDeps): WebhookWorker {
   }
 
   async function deliver(delivery: ClaimedDelivery): Promise<boolean> {
-    const result = await attempt(delivery);
+    const key = delivery.id.toString();
+    heartbeat.hold(key, delivery.attempt);
+    let result: AttemptResult;
+    try {
+      result = await attempt(delivery);
+    } finally {
+      // No renewal may land after the next attempt's time is written below.
+      await heartbeat.drop(key, delivery.attempt);
+    }
     deps.metrics?.webhookAttempt(result.outcome);
     if (result.outcome === 'acknowledged') {
       await acknowledgeDelivery(db, delivery.id);

@@ -2,9 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createPspxClient, type PspxClient } from '../../src/adapters/pspx/pspx-client.js';
 import { bangkokSettlementDate } from '../../src/adapters/pspx/pspx-simulator.js';
-import { StatusPublisher } from '../../src/domain/intents/store/status-publisher.js';
-import { createOutboxWorker, OUTBOX_DEFAULTS, type OutboxWorker } from '../../src/workers/outbox-worker.js';
+import type { OutboxWorker } from '../../src/workers/outbox-worker.js';
 import { createPspWorker, type PspWorker } from '../../src/workers/psp-worker.js';
+import type { Ledger } from '../../src/ledger/ledger.js';
 import { demoConfigFile, startTestApp, type TestApp } from '../support/app.js';
 import { feedCaughtUp } from '../support/feed.js';
 import { balanceOf, expectLedgerInvariants } from '../support/invariants.js';
@@ -17,6 +17,7 @@ import {
   intentOf,
   payout,
   registerIpps,
+  testOutbox,
   testPspSettings,
   trailOf,
 } from '../support/workers.js';
@@ -58,13 +59,7 @@ beforeAll(async () => {
   t = await startTestApp({ file, pspx: { timeoutMs: 200 } });
   client = createPspxClient({ baseUrl: t.pspxSimulator.url, timeoutMs: 200, backoffBaseMs: 1, backoffCapMs: 5 });
   psp = createPspWorker({ db: t.db, pspx: client, log, settings: testPspSettings });
-  outbox = createOutboxWorker({
-    db: t.db,
-    ledger: t.ledger,
-    publisher: new StatusPublisher(t.broker, log),
-    log,
-    settings: { ...OUTBOX_DEFAULTS, backoffBaseMs: 1 },
-  });
+  outbox = testOutbox(t, log);
   await createUser(t, 601);
   await registerIpps(t, 601);
   await topUp(t, 601, 10_000_000);
@@ -484,6 +479,76 @@ describe('PSP worker and outbox over HTTP against the simulator', () => {
     const after = await snapshot();
     // The ledger released the user's money; the provider paid: that is what the error log is for.
     expect([after.user - before.user, after.transit]).toEqual([0n, 0n]);
+  });
+
+  it('payouts settled together: one the ledger refuses is retried alone, the others settle in the same batch, each exactly once', async () => {
+    const before = await snapshot();
+    const ids: string[] = [];
+    for (let n = 0; n < 5; n += 1) ids.push(await payout(t, 601, `081235000${n}`, 2000 + n));
+    while ((await psp.runOnce()) > 0);
+    for (const id of ids) expect((await pspColumns(id))?.psp_state).toBe('CONFIRMED');
+    const victim = ids[2] as string;
+    // The victim's chain names a reservation that does not exist on its first two attempts: the
+    // ledger refuses that chain alone (pending_transfer_not_found), inside the batch and then in
+    // its own retry, as a fault in one payout's data would.
+    let refusalsLeft = 2;
+    const ledgerCalls: string[][] = [];
+    const refusing: Ledger = {
+      createAccounts: (sql, accounts) => t.ledger.createAccounts(sql, accounts),
+      lookupAccounts: (sql, accountIds) => t.ledger.lookupAccounts(sql, accountIds),
+      lookupTransfers: (sql, transferIds) => t.ledger.lookupTransfers(sql, transferIds),
+      expirePendingTransfers: (sql, batchSizeMax) => t.ledger.expirePendingTransfers(sql, batchSizeMax),
+      createTransfers: (sql, transfers) => {
+        ledgerCalls.push([...new Set(transfers.map((transfer) => transfer.userData128 ?? ''))]);
+        if (refusalsLeft === 0 || !transfers.some((transfer) => transfer.userData128 === victim))
+          return t.ledger.createTransfers(sql, transfers);
+        refusalsLeft -= 1;
+        return t.ledger.createTransfers(
+          sql,
+          transfers.map((transfer) =>
+            transfer.userData128 === victim && transfer.pendingId !== undefined ? { ...transfer, pendingId: randomUUID() } : transfer,
+          ),
+        );
+      },
+    };
+    await outbox.stop();
+    const batching = testOutbox(t, log, refusing);
+    try {
+      const first = await batching.runOnce();
+      expect(first).toMatchObject({ leader: true, jobsDone: 4, jobsFailed: 1 });
+      // One ledger call for all five, then the victim's own.
+      expect(ledgerCalls.map((intents) => intents.length)).toEqual([5, 1]);
+      expect(new Set(ledgerCalls[0])).toEqual(new Set(ids));
+      for (const id of ids) expect((await intentOf(t, id)).status).toBe(id === victim ? 'AUTHORIZED' : 'SETTLED');
+      const { rows: jobs } = await t.db.query<{ attempts: number; last_error: string | null; done: boolean }>(
+        "SELECT attempts, last_error, done_at IS NOT NULL AS done FROM outbox WHERE intent_id = $1 AND kind = 'post_pending'",
+        [victim],
+      );
+      expect(jobs).toHaveLength(1);
+      expect(jobs[0]).toMatchObject({ attempts: 1, done: false });
+      expect(jobs[0]?.last_error).toContain('pending_transfer_not_found');
+      await expectLedgerInvariants(t.db);
+
+      // Its backoff is a millisecond or two here: the next run settles it.
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(await batching.runOnce()).toMatchObject({ jobsDone: 1, jobsFailed: 0 });
+    } finally {
+      await batching.stop();
+      outbox = testOutbox(t, log);
+    }
+    const total = ids.reduce((sum, _id, n) => sum + 2000n + BigInt(n) + PRE_FEE, 0n);
+    for (const id of ids) {
+      expect(await intentOf(t, id)).toMatchObject({ status: 'SETTLED', failureReason: null });
+      const trail = await trailOf(t, id);
+      // CONFIRMED by the confirm's answer or, when the short test time-out cut it, by an inquiry.
+      expect(trail.at(-2)?.[1]).toBe('CONFIRMED');
+      expect(trail.at(-1)).toEqual(['AUTHORIZED', 'SETTLED']);
+      expect(trail.filter(([, to]) => to === 'SETTLED')).toHaveLength(1);
+      const { rows } = await t.db.query<{ n: number }>('SELECT count(*)::int AS n FROM transactions WHERE intent_id = $1', [id]);
+      expect(rows[0]?.n).toBe(2);
+    }
+    const after = await snapshot();
+    expect([after.user - before.user, after.revenue - before.revenue, after.transit]).toEqual([-total, 5n * PRE_FEE, 0n]);
   });
 });
 

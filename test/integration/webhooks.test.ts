@@ -6,8 +6,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createMetrics, type Metrics } from '../../src/observability/metrics.js';
 import { EXIT, runCli } from '../../src/cli/main.js';
 import type { WebhookEvent } from '@payorch/client';
-import { secretsOf } from '../../src/config.js';
+import { loadConfig, secretsOf } from '../../src/config.js';
 import { CursorSeal } from '../../src/domain/events/cursor-seal.js';
+import { claimDueDeliveries, takeFeedPage } from '../../src/domain/events/webhooks/deliveries.js';
 import { feedCursors } from '../support/feed.js';
 import { createWebhookWorker, WEBHOOK_DEFAULTS, type WebhookWorker, type WebhookWorkerSettings } from '../../src/workers/webhook-worker.js';
 import { demoConfigFile, startTestApp, type TestApp } from '../support/app.js';
@@ -224,6 +225,68 @@ describe('webhooks', () => {
     // Every attempt of one event carries the same key; the receiver acknowledged it once.
     const firstCursor = expected?.[0]?.cursor;
     expect(receiver.requests.filter((r) => r.idempotencyKey === firstCursor)).toHaveLength(5);
+  });
+
+  it('a delivery claimed by a worker that died is attempted again within one lease of its claim (WEBHOOK_LEASE_MS), not before', async () => {
+    const payer = await fundedPayer();
+    const recipient = await fundedPayer();
+    await deliverAll();
+    const leaseMs = loadConfig({}).webhookLeaseMs;
+    expect(leaseMs).toBeLessThanOrEqual(3_000);
+    const id = await pay(payer, recipient);
+    // Its events in the feed first (on PostgreSQL the feed follows the commits).
+    await feed();
+    // What a killed process leaves behind: its claims, with nobody renewing them.
+    await takeFeedPage(t.db, 'wallet-api', 500, new CursorSeal(t.config.cursorSealSecret));
+    const claimedAt = Date.now();
+    const dead = await claimDueDeliveries(t.db, 50, leaseMs, 'wallet-api');
+    expect(dead.length).toBeGreaterThan(0);
+    const survivor = workerWith({ ...fastSettings, leaseMs });
+    const arrived = () => receiver.requests.some((r) => r.event?.intentId === id);
+    await runUntil(() => survivor.runOnce(), arrived, 'the dead worker’s delivery to be taken over', 10 * leaseMs);
+    const takenOverAfterMs = Date.now() - claimedAt;
+    // Not before the lease ran out (the database's clock decides, hence the small allowance), and
+    // within about one lease after it: the loaded machine's scheduling is the margin.
+    expect(takenOverAfterMs).toBeGreaterThanOrEqual(leaseMs - 100);
+    expect(takenOverAfterMs).toBeLessThan(leaseMs + 2_000);
+    await deliverAll(() => survivor.runOnce());
+    const expected = byIntent(await feed()).get(id);
+    expect(receiver.eventsOf(id)).toEqual(expected);
+  });
+
+  it('a live worker keeps its claim while the receiver takes longer than many leases: no second worker sends the event meanwhile', async () => {
+    const payer = await fundedPayer();
+    const recipient = await fundedPayer();
+    await deliverAll();
+    const settings = { ...fastSettings, leaseMs: 300, timeoutMs: 2_000 };
+    const slow = workerWith(settings);
+    const other = workerWith(settings);
+    let hung = false;
+    receiver.answer = () => {
+      if (hung) return 200;
+      hung = true;
+      return 'hang';
+    };
+    const id = await pay(payer, recipient);
+    const sent = () => receiver.requests.filter((r) => r.event?.intentId === id).length;
+    await feed();
+    const slowRun = slow.runOnce();
+    await runUntil(
+      () => Promise.resolve(),
+      () => sent() > 0,
+      'the first attempt',
+      10_000,
+    );
+    // The first attempt hangs for its whole time-out, over six leases; the other worker keeps looking.
+    const hangEnds = Date.now() + settings.timeoutMs - 200;
+    while (Date.now() < hangEnds) {
+      await other.runOnce();
+      await sleep(50);
+    }
+    expect(sent()).toBe(1);
+    expect((await slowRun).failed).toBeGreaterThanOrEqual(1);
+    await deliverAll(() => other.runOnce());
+    expect(receiver.eventsOf(id)).toEqual(byIntent(await feed()).get(id));
   });
 
   it('keep an event dead after the window, hold back only its own intent, list it, and redeliver it on request', async () => {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'vitest';
 import type { Logger } from '../../src/adapters/logger.js';
+import type { Ledger } from '../../src/ledger/ledger.js';
 import { StatusPublisher } from '../../src/domain/intents/store/status-publisher.js';
 import { createPspxClient } from '../../src/adapters/pspx/pspx-client.js';
 import { createOutboxWorker, OUTBOX_DEFAULTS, type OutboxWorker } from '../../src/workers/outbox-worker.js';
@@ -35,11 +36,11 @@ export const testPspSettings: PspWorkerSettings = {
   confirmNotReceivedAfterMs: 6_000,
 };
 
-/** The outbox worker of a test app, retrying failed jobs after 1 ms. */
-export function testOutbox(t: TestApp, log: Logger): OutboxWorker {
+/** The outbox worker of a test app, retrying failed jobs after 1 ms; on the app's ledger unless a test stands in another. */
+export function testOutbox(t: TestApp, log: Logger, ledger: Ledger = t.ledger): OutboxWorker {
   return createOutboxWorker({
     db: t.db,
-    ledger: t.ledger,
+    ledger,
     publisher: new StatusPublisher(t.broker, log),
     log,
     settings: { ...OUTBOX_DEFAULTS, backoffBaseMs: 1 },

@@ -83,7 +83,8 @@ export interface ClaimedDelivery {
 /**
  * Claims up to `batchSizeMax` due deliveries whose intent has no earlier event still owed (dead
  * ones included: an intent's events never overtake each other), counts the attempt, and leases
- * each row for `leaseMs` so that a worker that dies mid-send leaves it to be tried again then.
+ * each row for `leaseMs` (renewed by renewDeliveryLeases while the attempt lasts) so that a worker
+ * that dies mid-send leaves it to be tried again within one lease.
  * SKIP LOCKED lets workers in several processes claim side by side. `serviceId` claims only that
  * service's deliveries, so that one service's slow receiver never holds another's (docs/rules.md R61).
  */
@@ -129,6 +130,25 @@ export async function claimDueDeliveries(
     attempt: row.attempts,
     sinceFirstAttemptMs: row.since_first_ms,
   }));
+}
+
+/**
+ * The heartbeat of a live webhook worker: extends the leases of the deliveries it is still
+ * attempting (each with the attempt it claimed) by `leaseMs`. A row claimed again meanwhile counts
+ * a later attempt and is left alone, as is one acknowledged (gone) or dead.
+ */
+export async function renewDeliveryLeases(
+  sql: Sql,
+  held: { readonly ids: readonly string[]; readonly attempts: readonly number[] },
+  leaseMs: number,
+): Promise<number> {
+  const { rowCount } = await sql.query(
+    `UPDATE webhook_deliveries d SET next_attempt_at = now() + $3::float8 * interval '1 millisecond'
+       FROM unnest($1::bigint[], $2::int[]) AS h (id, attempts)
+      WHERE d.id = h.id AND d.attempts = h.attempts AND d.dead_at IS NULL`,
+    [held.ids, held.attempts, leaseMs],
+  );
+  return rowCount;
 }
 
 /** The receiver answered 2xx: the event is no longer owed, and the intent's next event may go. */

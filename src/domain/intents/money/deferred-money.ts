@@ -5,7 +5,7 @@ import type { CreateTransferError, Ledger } from '../../../ledger/ledger.js';
 import type { IntentStatus } from '../../model.js';
 import { transitAccountName } from '../../channels/channels.js';
 import { type HistoryRow, INTENT_SELECT, type Intent, insertHistory, toIntent } from '../store/intent-store.js';
-import { moveIntent } from '../store/intent-writer.js';
+import { moveIntent, moveIntents } from '../store/intent-writer.js';
 import { type MoneyPlan, settleTransfers, voidTransfer } from './money-path.js';
 
 /**
@@ -53,6 +53,12 @@ export async function lockIntent(tx: Sql, intentId: string): Promise<Intent | nu
   return rows[0] === undefined ? null : toIntent(rows[0]);
 }
 
+/** lockIntent for many: their rows locked in id order, so that two callers never wait for each other in a circle. */
+export async function lockIntents(tx: Sql, intentIds: readonly string[]): Promise<Map<string, Intent>> {
+  const { rows } = await tx.query(`SELECT ${INTENT_SELECT} FROM intents WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`, [intentIds]);
+  return new Map(rows.map((row) => toIntent(row)).map((intent) => [intent.id, intent]));
+}
+
 /** The money plan of a stored intent: the same legs, and so the same transfer ids, every time. */
 export function storedPlan(intent: Intent): MoneyPlan {
   assert.ok(intent.fromAccountName !== null, `intent ${intent.id} has no payer account to settle from`);
@@ -79,22 +85,12 @@ export async function settleReservation(
   intent: Intent,
   options: { readonly fromStatuses: readonly IntentStatus[]; readonly payload?: Record<string, unknown> | null },
 ): Promise<DeferredOutcome> {
-  if (intent.status === 'SETTLED') return { kind: 'unchanged', status: intent.status };
-  if (!options.fromStatuses.includes(intent.status)) throw new Error(`intent ${intent.id} cannot settle from ${intent.status}`);
-  const transfers = settleTransfers(storedPlan(intent));
-  const failures = (await ledger.createTransfers(tx, transfers)).filter((f) => f.result !== 'exists');
-  if (failures.length === 0) {
-    const updatedAt = await moveStatus(tx, intent, {
-      to: 'SETTLED',
-      reason: null,
-      transferIds: transfers.map((t) => t.id),
-      payload: options.payload ?? null,
-    });
-    await insertHistory(tx, intent, historyOf(intent));
-    return { kind: 'moved', from: intent.status, to: 'SETTLED', reason: null, updatedAt };
-  }
+  const { outcomes, refused } = await settleReservations(ledger, tx, [{ intent, payload: options.payload ?? null }], options.fromStatuses);
+  const outcome = outcomes.get(intent.id);
+  if (outcome !== undefined) return outcome;
+  const failures = refused.get(intent.id) ?? [];
   // A linked chain fails as a whole; its first member (the post) names the cause.
-  if (failures.find((f) => f.index === 0)?.result === 'pending_transfer_expired') {
+  if (failures[0] === 'pending_transfer_expired') {
     const updatedAt = await moveStatus(tx, intent, {
       to: 'FAILED',
       reason: PENDING_EXPIRED_REASON,
@@ -103,10 +99,80 @@ export async function settleReservation(
     });
     return { kind: 'moved', from: intent.status, to: 'FAILED', reason: PENDING_EXPIRED_REASON, updatedAt };
   }
-  throw new LedgerRefusal(
-    intent.id,
-    failures.map((f) => f.result),
+  throw new LedgerRefusal(intent.id, failures);
+}
+
+export interface SettleRequest {
+  readonly intent: Intent;
+  /** The payload of the intent's SETTLED event. */
+  readonly payload: Record<string, unknown> | null;
+}
+
+/**
+ * settleReservation for many intents at once, in the caller's transaction: one ledger call with
+ * every intent's chain, and one statement each for the status moves with their audit events and
+ * for the history rows. A chain applies or fails alone, so an intent the ledger refused leaves
+ * the others settled: it is answered in `refused` (its chain's results, the post's first) with
+ * nothing of it written. The caller holds the intents' rows locked.
+ */
+export async function settleReservations(
+  ledger: Ledger,
+  tx: Sql,
+  requests: readonly SettleRequest[],
+  fromStatuses: readonly IntentStatus[],
+): Promise<{ outcomes: Map<string, DeferredOutcome>; refused: Map<string, CreateTransferError[]> }> {
+  const outcomes = new Map<string, DeferredOutcome>();
+  const refused = new Map<string, CreateTransferError[]>();
+  const open: SettleRequest[] = [];
+  for (const request of requests) {
+    const { intent } = request;
+    if (intent.status === 'SETTLED') outcomes.set(intent.id, { kind: 'unchanged', status: intent.status });
+    else if (!fromStatuses.includes(intent.status)) throw new Error(`intent ${intent.id} cannot settle from ${intent.status}`);
+    else open.push(request);
+  }
+  if (open.length === 0) return { outcomes, refused };
+  const chains = open.map(({ intent }) => settleTransfers(storedPlan(intent)));
+  const chainOfTransfer = chains.flatMap((chain, index) => chain.map(() => index));
+  const results = await ledger.createTransfers(tx, chains.flat());
+  for (const failure of results) {
+    if (failure.result === 'exists') continue;
+    const intentId = open[chainOfTransfer[failure.index] ?? -1]?.intent.id;
+    assert.ok(intentId !== undefined, `ledger answered transfer ${failure.index} of ${chainOfTransfer.length}`);
+    refused.set(intentId, [...(refused.get(intentId) ?? []), failure.result]);
+  }
+  const posted = open.map((request, index) => ({ ...request, transferIds: chains[index]?.map((t) => t.id) ?? [] }));
+  const settled = posted.filter(({ intent }) => !refused.has(intent.id));
+  // One move per kind of event (its from-status and payload): usually one for the whole batch.
+  const groups = new Map<string, typeof settled>();
+  for (const request of settled) {
+    const key = JSON.stringify([request.intent.status, request.payload]);
+    groups.set(key, [...(groups.get(key) ?? []), request]);
+  }
+  for (const group of groups.values()) {
+    const first = group[0];
+    assert.ok(first !== undefined);
+    const moved = await moveIntents(
+      tx,
+      group.map(({ intent }) => intent.id),
+      {
+        from: first.intent.status,
+        to: 'SETTLED',
+        reason: null,
+        payload: first.payload,
+        changes: { addTransferIdsByIntent: new Map(group.map(({ intent, transferIds }) => [intent.id, transferIds])) },
+      },
+    );
+    // The rows are locked by the caller, so the guard can only fail on a bug: never move money twice.
+    if (moved.length !== group.length)
+      throw new Error(`${group.length - moved.length} intents left ${first.intent.status} under locked rows`);
+    for (const intent of moved)
+      outcomes.set(intent.id, { kind: 'moved', from: first.intent.status, to: 'SETTLED', reason: null, updatedAt: intent.updatedAt });
+  }
+  await insertHistory(
+    tx,
+    settled.map(({ intent }) => ({ intent, rows: historyOf(intent) })),
   );
+  return { outcomes, refused };
 }
 
 /**

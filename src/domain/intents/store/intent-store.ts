@@ -228,27 +228,28 @@ export interface HistoryRow {
   readonly feeAmount: bigint;
 }
 
-/** The two sides of a settled intent in the transaction history. */
+/** The two sides of each settled intent in the transaction history, one statement for them all. */
 export async function insertHistory(
   sql: Sql,
-  intent: Pick<Intent, 'id' | 'operationType' | 'currency'>,
-  rows: readonly HistoryRow[],
+  entries: readonly { readonly intent: Pick<Intent, 'id' | 'operationType' | 'currency'>; readonly rows: readonly HistoryRow[] }[],
 ): Promise<void> {
+  const rows = entries.flatMap(({ intent, rows }) => rows.map((row) => ({ intent, row })));
   if (rows.length === 0) return;
   await sql.query(
     `INSERT INTO transactions (intent_id, account_name, user_id, operation_type, direction, amount, fee_amount, currency)
-     SELECT $1, h.account_name, h.user_id, $2, h.direction, h.amount, h.fee_amount, $3
-       FROM unnest($4::text[], $5::bigint[], $6::text[], $7::bigint[], $8::bigint[]) AS h (account_name, user_id, direction, amount, fee_amount)
+     SELECT h.intent_id, h.account_name, h.user_id, h.operation_type, h.direction, h.amount, h.fee_amount, h.currency
+       FROM unnest($1::uuid[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::text[])
+            AS h (intent_id, account_name, user_id, operation_type, direction, amount, fee_amount, currency)
      ON CONFLICT (intent_id, account_name, direction) WHERE refund_id IS NULL DO NOTHING`,
     [
-      intent.id,
-      intent.operationType,
-      intent.currency,
-      rows.map((r) => r.accountName),
-      rows.map((r) => r.userId),
-      rows.map((r) => r.direction),
-      rows.map((r) => r.amount.toString()),
-      rows.map((r) => r.feeAmount.toString()),
+      rows.map((r) => r.intent.id),
+      rows.map((r) => r.row.accountName),
+      rows.map((r) => r.row.userId),
+      rows.map((r) => r.intent.operationType),
+      rows.map((r) => r.row.direction),
+      rows.map((r) => r.row.amount.toString()),
+      rows.map((r) => r.row.feeAmount.toString()),
+      rows.map((r) => r.intent.currency),
     ],
   );
 }

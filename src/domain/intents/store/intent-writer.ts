@@ -20,6 +20,8 @@ export interface IntentChanges {
   readonly failureReason?: string;
   /** Transfers the move made: added to the intent's list. */
   readonly addTransferIds?: readonly string[];
+  /** The same for a move of many intents whose transfers differ: each intent's own, by its id. */
+  readonly addTransferIdsByIntent?: ReadonlyMap<string, readonly string[]>;
   readonly cancelReason?: string;
   /** A payout's last provider facts. */
   readonly psp?: {
@@ -136,6 +138,12 @@ function updateOf(move: Move): { sets: string[]; guards: string[]; params: unkno
   if (changes.failureReason !== undefined) sets.push(`failure_reason = ${p(changes.failureReason)}`);
   if (changes.addTransferIds !== undefined && changes.addTransferIds.length > 0)
     sets.push(`transfer_ids = transfer_ids || ${p(changes.addTransferIds)}::uuid[]`);
+  if (changes.addTransferIdsByIntent !== undefined && changes.addTransferIdsByIntent.size > 0) {
+    const byIntent = JSON.stringify(Object.fromEntries(changes.addTransferIdsByIntent));
+    sets.push(
+      `transfer_ids = transfer_ids || ARRAY(SELECT t::uuid FROM jsonb_array_elements_text(${p(byIntent)}::jsonb -> id::text) AS t)`,
+    );
+  }
   if (changes.cancelReason !== undefined) sets.push(`cancel_reason = ${p(changes.cancelReason)}`, 'canceled_at = now()');
   if (changes.psp?.inquiryRef !== undefined) sets.push(`psp_inquiry_ref = ${p(changes.psp.inquiryRef)}`);
   if (changes.psp?.settlementDate !== undefined) sets.push(`settlement_date = ${p(changes.psp.settlementDate)}`);
