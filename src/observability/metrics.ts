@@ -323,19 +323,29 @@ function reconciliationSampler(sql: Sql, registers: Registry[]): () => Promise<v
     help: 'Days from the statement date of the latest finished reconciliation run to today (UTC); -1 when there is none.',
     registers,
   });
+  // A day whose lines all match can still be BREAKS: the provider's movement differs from the
+  // nostro's posted movement (docs/rules.md R59), which no break kind counts.
+  const movementDifference = new Gauge({
+    name: 'payorch_reconciliation_movement_difference',
+    help: "Satang by which the provider's movement of the latest finished reconciliation run differs from the nostro's posted movement (provider − books); 0 when there is none.",
+    registers,
+  });
   const kinds = ['MISSING_AT_PROVIDER', 'MISSING_HERE', 'AMOUNT_MISMATCH', 'STATUS_MISMATCH', 'UNKNOWN_LINE'] as const;
   return async () => {
     try {
-      const { rows } = await sql.query<{ kind: string | null; count: number; age_days: number }>(
-        `WITH latest AS (SELECT id, statement_date FROM reconciliation_runs WHERE status <> 'RUNNING'
+      const { rows } = await sql.query<{ kind: string | null; count: number; age_days: number; difference: string | null }>(
+        `WITH latest AS (SELECT id, statement_date, provider_movement - nostro_movement AS difference
+                           FROM reconciliation_runs WHERE status <> 'RUNNING'
                           ORDER BY statement_date DESC, finished_at DESC LIMIT 1)
          SELECT b.outcome AS kind, count(b.outcome)::int AS count,
-                (current_date - to_date(latest.statement_date, 'YYYYMMDD'))::int AS age_days
+                (current_date - to_date(latest.statement_date, 'YYYYMMDD'))::int AS age_days,
+                latest.difference::text AS difference
            FROM latest LEFT JOIN reconciliation_items b ON b.run_id = latest.id AND b.outcome <> 'MATCHED'
-          GROUP BY b.outcome, latest.statement_date`,
+          GROUP BY b.outcome, latest.statement_date, latest.difference`,
       );
       for (const kind of kinds) breaks.set({ kind }, rows.find((row) => row.kind === kind)?.count ?? 0);
       age.set(rows[0]?.age_days ?? -1);
+      movementDifference.set(Number(rows[0]?.difference ?? 0));
     } catch {
       for (const kind of kinds) breaks.set({ kind }, -1);
     }

@@ -77,6 +77,9 @@ describe("the books' movement of a day", () => {
     expect(first.nostroMovement).toBe(String(TOP_UP - 43_500));
     // Everything this database ever booked on the nostro was booked today: the day's movement is its whole balance.
     expect(BigInt(first.nostroMovement)).toBe(-(await balanceOf(t.db, NOSTRO)));
+    // No break kind counts it, so the metric an alert reads says the movements differ.
+    const metrics = (await t.app.inject({ method: 'GET', url: '/metrics' })).body;
+    expect(metrics).toContain(`payorch_reconciliation_movement_difference ${-TOP_UP}\n`);
 
     // The provider shows the top-up as a credit of its own: the movements agree, the line is the provider's own.
     sim().statements.plant({ date: today, addLine: { type: 'ADJUSTMENT', amount: String(TOP_UP) } });

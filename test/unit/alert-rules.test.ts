@@ -103,6 +103,16 @@ const CASES: readonly Case[] = [
     quietAt: 5,
     firingAt: 15,
   },
+  {
+    name: 'a reconciled day whose lines all match but whose movements differ (a top-up the statement lacks) opens a ticket',
+    series: {
+      'payorch_reconciliation_breaks{instance="workers:3000",kind="MISSING_AT_PROVIDER"}': '0x20',
+      'payorch_reconciliation_movement_difference{instance="workers:3000"}': '0x2 -10000000x20',
+    },
+    alert: 'PayorchReconciliationMovementDiffers',
+    quietAt: 4,
+    firingAt: 10,
+  },
 ];
 
 describe('alert rules under promtool', () => {
