@@ -144,6 +144,21 @@ class Unawaited {
   }
 }
 
+/**
+ * pg-pool takes its error listener off a client when it hands it out, and the borrower can attach
+ * its own only a turn later (after `await pool.connect()`). A server that shuts down (fast or
+ * immediate stop, failover) sends its FATAL right behind the answer that freed the client, in the
+ * same read: the client emits 'error' with no listener in between, and that throws out of the
+ * socket's read, ending the process. Each client keeps one listener for life; its failure still
+ * reaches the pool and the borrower through their own listeners, and the client is not queryable
+ * any more, so the pool discards it when it comes back.
+ */
+function keepClientErrorsHandled(pool: pg.Pool): void {
+  pool.on('connect', (client) => {
+    client.on('error', () => {});
+  });
+}
+
 /** `namedStatements` false: PgBouncer in transaction mode may run the next statement on a connection that never prepared it. */
 function openPostgres(connectionString: string, namedStatements: boolean): Engine {
   const pool = new pg.Pool({
@@ -160,6 +175,7 @@ function openPostgres(connectionString: string, namedStatements: boolean): Engin
   });
   // An idle client that loses its server (restart, failover) must not crash the process.
   pool.on('error', () => {});
+  keepClientErrorsHandled(pool);
   // COPY is a custom query, which pg refuses on a pipelined connection: bulk loads have a small
   // pool of their own, opened on the first load.
   let copyPool: pg.Pool | undefined;
@@ -185,9 +201,8 @@ function openPostgres(connectionString: string, namedStatements: boolean): Engin
     },
     async transaction(work) {
       const client = await pool.connect();
-      // pg-pool removes its error listener while a client is checked out: a connection lost
-      // between two statements of this transaction would be an uncaught exception that ends the
-      // process. Kept here instead; the next statement fails, and the client is discarded.
+      // A connection lost between two statements of this transaction: the next statement fails,
+      // and the client is given back as broken, to be discarded.
       let lost: Error | undefined;
       const onLost = (error: Error) => {
         lost = error;
@@ -231,6 +246,7 @@ function openPostgres(connectionString: string, namedStatements: boolean): Engin
       if (copyPool === undefined) {
         copyPool = new pg.Pool({ connectionString, max: 2, connectionTimeoutMillis: connectTimeoutMs, keepAlive: true, types: pgTypes });
         copyPool.on('error', () => {});
+        keepClientErrorsHandled(copyPool);
       }
       const client = await copyPool.connect();
       let broken: unknown;
