@@ -468,7 +468,7 @@ async function nonceFlood(api, service, count, budgetS) {
   flooding = false;
   await probing;
   await replayLive();
-  // The flood's own last request again: its nonce was recorded, so the flood did fill the store.
+  // The flood's last recorded request again: refused as a replay, its record outlived the flood.
   const lastAgain = await fetch(`${api.url}${FLOOD_PATH}`, { headers: reports[0]?.last ?? {} });
   const lastAgainMessage = /** @type {{ message?: string } | null} */ (await lastAgain.json().catch(() => null))?.message;
   /** @type {Record<string, number>} */
@@ -506,7 +506,7 @@ async function nonceFlood(api, service, count, budgetS) {
  * mobile-gateway with its own nonce, FLOOD_CONCURRENCY at a time. The query is refused by the
  * route's schema (limit 0), after the signature, the rate limit and the nonce record: the record
  * is what the flood is about, and the service spends nothing else on it. Reports its statuses and
- * the last request's headers.
+ * the headers of the last request whose nonce was recorded.
  * @param {string} url
  * @param {number} count
  * @param {number} untilMs
@@ -527,7 +527,9 @@ async function flood(url, count, untilMs) {
         await res?.arrayBuffer();
         const status = String(res?.status ?? 'error');
         statuses[status] = (statuses[status] ?? 0) + 1;
-        last = headers;
+        // The last request whose record was taken (422): once a full in-service store answers 503,
+        // the requests it refused left no record to replay.
+        if (status === '422') last = headers;
       }
     }),
   );
