@@ -61,7 +61,9 @@ async function counters(): Promise<Map<string, Counters>> {
 
 /** Backends flush their counters when they end: close every session of the schema's role, then read. */
 async function countersAfterSessionsEnd(): Promise<Map<string, Counters>> {
-  for (let i = 0; i < 100; i += 1) {
+  // A session flushes its counters when it ends. Through PgBouncer the server sessions outlive the
+  // app's close until the pooler's idle time-out (10 s in .ci/run), so wait past it.
+  for (let i = 0; i < 400; i += 1) {
     const { rows } = await admin.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE usename = $1', [
       schema.schema,
     ]);
